@@ -1,0 +1,2 @@
+//! The `pith` command-line tool.
+fn main() {}

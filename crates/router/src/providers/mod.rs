@@ -1,0 +1,3 @@
+//! Provider implementations.
+
+pub mod scripted;

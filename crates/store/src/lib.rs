@@ -1,0 +1,26 @@
+//! Session stores for pith.
+//!
+//! One [`SessionStore`] trait, four backends: [`MemoryStore`] for tests and embedded throwaway
+//! sessions, `SqliteStore` (the embedded default: one file, WAL, migrations), `PostgresStore`
+//! (feature `postgres`, for many runtime processes sharing sessions) and `JsonlStore` (a directory
+//! per session, fsynced and checksummed). Every backend passes the same conformance suite.
+//!
+//! The log is append-only: a compaction is committed as one more entry, atomically with a
+//! generation check, so the original history is always recoverable and two processes can never
+//! both commit on the same generation.
+
+#![warn(missing_docs)]
+
+pub mod common;
+pub mod error;
+pub mod memory;
+pub mod store;
+pub mod types;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+pub use store::SessionStore;
+pub use types::{
+    AppendOutcome, AppendRequest, BreakerState, CommitRequest, CreateSession, RevisionExport, RevisionInfo,
+    UsagePurpose, UsageRecord,
+};

@@ -1,0 +1,1 @@
+//! The local llama.cpp server for tests.

@@ -1,0 +1,1 @@
+//! The throwaway PostgreSQL server of the test command.

@@ -1,0 +1,1 @@
+//! wiremock builders for the two wire protocols.

@@ -1,0 +1,2 @@
+//! pith: an agent-turn runtime whose core is context compaction done right.
+pub use pith_core as core;
