@@ -1,6 +1,7 @@
 //! Rules every backend applies the same way: request validation and revision reconstruction.
 
-use pith_core::{Entry, SessionId, SessionRecord, StoredView};
+use chrono::{DateTime, Utc};
+use pith_core::{CompactionMeta, Entry, EntryId, Message, SessionId, SessionRecord, StoredView};
 
 use crate::error::StoreError;
 use crate::types::{AppendRequest, CommitRequest, RevisionExport, RevisionInfo};
@@ -55,25 +56,102 @@ pub fn compaction_positions(log: &[Entry]) -> Vec<usize> {
 
 /// The revisions of a log.
 pub fn revisions(session: &SessionRecord, log: &[Entry]) -> Vec<RevisionInfo> {
-    let positions = compaction_positions(log);
-    let mut out = Vec::with_capacity(positions.len() + 1);
+    let commits: Vec<(u64, DateTime<Utc>)> = log
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.as_compaction().map(|m| (i as u64, m.created_at)))
+        .collect();
+    revisions_from_commits(session, &commits, log.len() as u64)
+}
+
+/// The revisions of a session from its compaction index alone: `commits` holds, for each
+/// generation `g >= 1` in order, the log position its record was committed at and its commit time.
+///
+/// Backends with an index use this instead of reading the whole log; it agrees with [`revisions`].
+pub fn revisions_from_commits(
+    session: &SessionRecord,
+    commits: &[(u64, DateTime<Utc>)],
+    log_len: u64,
+) -> Vec<RevisionInfo> {
+    let mut out = Vec::with_capacity(commits.len() + 1);
     let mut created_at = session.created_at;
-    for (g, &pos) in positions.iter().enumerate() {
+    for (g, &(pos, committed_at)) in commits.iter().enumerate() {
         out.push(RevisionInfo {
             generation: g as u64,
             created_at,
-            log_len: pos as u64,
+            log_len: pos,
         });
-        if let Some(meta) = log[pos].as_compaction() {
-            created_at = meta.created_at;
-        }
+        created_at = committed_at;
     }
     out.push(RevisionInfo {
-        generation: positions.len() as u64,
+        generation: commits.len() as u64,
         created_at,
-        log_len: log.len() as u64,
+        log_len,
     });
     out
+}
+
+/// The error for a compaction record that names an entry the log does not hold (before it).
+pub fn missing_reference(meta: &CompactionMeta, entry: EntryId) -> StoreError {
+    StoreError::InvalidRequest(format!(
+        "compaction {} references entry {entry} which is not in the log",
+        meta.id
+    ))
+}
+
+/// The entry ids a compaction record needs when its view is loaded: the retained instructions and
+/// reminders (which must be messages) and the tail start (any non-compaction entry).
+pub fn referenced_ids(meta: &CompactionMeta) -> impl Iterator<Item = EntryId> + '_ {
+    meta.retained_instructions
+        .iter()
+        .chain(meta.retained_reminders.iter())
+        .chain(meta.tail_start.iter())
+        .copied()
+}
+
+/// Assembles a view from the pieces an indexed backend loaded: the latest compaction (if any),
+/// the retained instructions and reminders (in the record's order), the entries from the tail
+/// start on, and the log length. Compaction records in `tail` are dropped, as
+/// [`StoredView::from_log`] does; the result is equal to what it builds from the whole log.
+pub fn assemble_view(
+    session: SessionRecord,
+    compaction: Option<CompactionMeta>,
+    instructions: Vec<Message>,
+    reminders: Vec<Message>,
+    tail: Vec<Entry>,
+    log_len: u64,
+) -> StoredView {
+    StoredView {
+        generation: compaction.as_ref().map_or(0, |m| m.generation),
+        session,
+        compaction,
+        instructions,
+        reminders,
+        tail: tail
+            .into_iter()
+            .filter(|e| !matches!(e, Entry::Compaction(_)))
+            .collect(),
+        log_len,
+    }
+}
+
+/// Picks the retained messages named by `ids` out of `found` (id → message), in `ids` order.
+///
+/// A missing id means the stored data lost an entry the compaction record needs: `Corrupt`.
+pub fn pick_retained(
+    ids: &[EntryId],
+    found: &std::collections::HashMap<EntryId, Message>,
+    meta: &CompactionMeta,
+    location: &str,
+) -> Result<Vec<Message>, StoreError> {
+    ids.iter()
+        .map(|id| {
+            found.get(id).cloned().ok_or_else(|| StoreError::Corrupt {
+                location: location.to_string(),
+                reason: format!("compaction {} references entry {id} which is not stored", meta.id),
+            })
+        })
+        .collect()
 }
 
 /// The exact view as of `generation`: built from the log up to the commit of the next generation.

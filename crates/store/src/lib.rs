@@ -14,11 +14,13 @@
 pub mod common;
 pub mod error;
 pub mod memory;
+pub mod sqlite;
 pub mod store;
 pub mod types;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
 pub use store::SessionStore;
 pub use types::{
     AppendOutcome, AppendRequest, BreakerState, CommitRequest, CreateSession, RevisionExport, RevisionInfo,

@@ -3,8 +3,13 @@
 //! For tests, benchmarks and throwaway embedded sessions. Everything is lost when the store is
 //! dropped. It implements the same semantics as the durable backends, including the generation
 //! check and dedupe keys, behind one mutex per store.
+//!
+//! Each session keeps an index from entry id to log position and the position of the latest
+//! compaction, so [`SessionStore::load_view`] clones only the entries the view holds (the retained
+//! instructions and reminders and the tail) whatever the size of the archived history.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -23,7 +28,8 @@ use crate::types::{
 struct SessionData {
     record: Option<SessionRecord>,
     log: Vec<Entry>,
-    ids: HashSet<pith_core::EntryId>,
+    /// Entry id → position in `log`.
+    ids: HashMap<pith_core::EntryId, usize>,
     dedupe: HashSet<String>,
     breaker: BreakerState,
     usage: Vec<UsageRecord>,
@@ -35,12 +41,18 @@ struct SessionData {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     sessions: Mutex<HashMap<SessionId, SessionData>>,
+    last_load_rows: AtomicU64,
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Entries cloned by the most recent `load_view` (see [`SessionStore::last_view_load_rows`]).
+    pub fn last_load_rows(&self) -> u64 {
+        self.last_load_rows.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, SessionData>> {
@@ -87,7 +99,7 @@ impl SessionStore for MemoryStore {
             generation: 0,
         };
         let log: Vec<Entry> = request.instructions.into_iter().map(Entry::Message).collect();
-        let ids = log.iter().map(Entry::id).collect();
+        let ids = log.iter().enumerate().map(|(i, e)| (e.id(), i)).collect();
         map.insert(
             request.id,
             SessionData {
@@ -148,11 +160,11 @@ impl SessionStore for MemoryStore {
                 });
             }
         }
-        if let Some(dup) = request.entries.iter().find(|e| data.ids.contains(&e.id())) {
+        if let Some(dup) = request.entries.iter().find(|e| data.ids.contains_key(&e.id())) {
             return Err(StoreError::DuplicateEntry(dup.id()));
         }
         for e in request.entries {
-            data.ids.insert(e.id());
+            data.ids.insert(e.id(), data.log.len());
             data.log.push(e);
         }
         if let Some(key) = request.dedupe_key {
@@ -171,12 +183,53 @@ impl SessionStore for MemoryStore {
         let mut map = self.lock();
         let data = session_mut(&mut map, id)?;
         let record = record_of(data, id)?;
-        // The reference builder is given only the entries the view needs: from the latest
-        // compaction's tail start on, plus that record and the entries it retains.
-        StoredView::from_log(record, &data.log).map_err(|e| StoreError::Corrupt {
-            location: format!("memory session {id}"),
-            reason: e.to_string(),
-        })
+        let log_len = data.log.len() as u64;
+        let Some(meta) = data
+            .latest_compaction
+            .and_then(|p| data.log.get(p)?.as_compaction().cloned())
+        else {
+            self.last_load_rows.store(log_len, Ordering::Relaxed);
+            return Ok(common::assemble_view(
+                record,
+                None,
+                vec![],
+                vec![],
+                data.log.clone(),
+                log_len,
+            ));
+        };
+        let location = format!("memory session {id}");
+        let pick = |ids: &[pith_core::EntryId]| -> Result<Vec<pith_core::Message>, StoreError> {
+            let found = ids
+                .iter()
+                .filter_map(|i| Some((*i, data.log.get(*data.ids.get(i)?)?.as_message()?.clone())))
+                .collect();
+            common::pick_retained(ids, &found, &meta, &location)
+        };
+        let instructions = pick(&meta.retained_instructions)?;
+        let reminders = pick(&meta.retained_reminders)?;
+        let tail_from = match meta.tail_start {
+            Some(t) => *data.ids.get(&t).ok_or_else(|| StoreError::Corrupt {
+                location: location.clone(),
+                reason: format!("compaction {} references entry {t} which is not stored", meta.id),
+            })?,
+            None => data.latest_compaction.unwrap_or(data.log.len()),
+        };
+        let tail: Vec<Entry> = data.log[tail_from..]
+            .iter()
+            .filter(|e| !matches!(e, Entry::Compaction(_)))
+            .cloned()
+            .collect();
+        let rows = 1 + instructions.len() + reminders.len() + tail.len();
+        self.last_load_rows.store(rows as u64, Ordering::Relaxed);
+        Ok(common::assemble_view(
+            record,
+            Some(meta),
+            instructions,
+            reminders,
+            tail,
+            log_len,
+        ))
     }
 
     async fn load_log(&self, id: SessionId) -> Result<Vec<Entry>, StoreError> {
@@ -189,11 +242,22 @@ impl SessionStore for MemoryStore {
         let data = session_mut(&mut map, id)?;
         let current = record_of(data, id)?.generation;
         common::validate_commit(id, current, &request)?;
-        if data.ids.contains(&request.meta.id) {
+        if data.ids.contains_key(&request.meta.id) {
             return Err(StoreError::DuplicateEntry(request.meta.id));
         }
+        for r in common::referenced_ids(&request.meta) {
+            let entry = data.ids.get(&r).and_then(|&p| data.log.get(p));
+            let valid = match entry {
+                Some(Entry::Message(_)) => true,
+                Some(_) => Some(r) == request.meta.tail_start,
+                None => false,
+            };
+            if !valid {
+                return Err(common::missing_reference(&request.meta, r));
+            }
+        }
         let generation = request.meta.generation;
-        data.ids.insert(request.meta.id);
+        data.ids.insert(request.meta.id, data.log.len());
         data.latest_compaction = Some(data.log.len());
         data.log.push(Entry::Compaction(request.meta));
         if let Some(r) = data.record.as_mut() {
@@ -249,6 +313,10 @@ impl SessionStore for MemoryStore {
         let data = session_mut(&mut map, id)?;
         let record = record_of(data, id)?;
         common::export_from_log(&record, &data.log, generation)
+    }
+
+    fn last_view_load_rows(&self) -> Option<u64> {
+        Some(self.last_load_rows())
     }
 
     async fn delete_session(&self, id: SessionId) -> Result<(), StoreError> {

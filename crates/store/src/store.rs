@@ -71,6 +71,14 @@ pub trait SessionStore: Send + Sync {
 
     /// Deletes a session with its whole log, archive, breaker state and usage ledger.
     async fn delete_session(&self, id: SessionId) -> Result<(), StoreError>;
+
+    /// How many stored items (rows for SQL, lines for JSONL, entries for memory) the most recent
+    /// [`SessionStore::load_view`] read, or `None` when the backend does not count.
+    ///
+    /// Tests use it to check that loading a view does not read the archived history.
+    fn last_view_load_rows(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[async_trait]
@@ -125,5 +133,8 @@ impl<T: SessionStore + ?Sized> SessionStore for std::sync::Arc<T> {
     }
     async fn delete_session(&self, id: SessionId) -> Result<(), StoreError> {
         (**self).delete_session(id).await
+    }
+    fn last_view_load_rows(&self) -> Option<u64> {
+        (**self).last_view_load_rows()
     }
 }
