@@ -39,12 +39,15 @@ pub fn detect(name: impl AsRef<Path>, head: &[u8]) -> Result<Format, ImportError
     match sniff(head, head.len() < HEAD_BYTES) {
         Sniff::Known(format) => Ok(format),
         Sniff::Unknown(reason) => Err(unknown(reason)),
-        Sniff::Document => by_substrings(head).or_else(|| by_name(name)).ok_or_else(|| {
-            unknown(format!(
-                "a JSON document whose structure is not visible in its first {} bytes",
-                head.len()
-            ))
-        }),
+        Sniff::Document => by_first_key(head)
+            .or_else(|| by_substrings(head))
+            .or_else(|| by_name(name))
+            .ok_or_else(|| {
+                unknown(format!(
+                    "a JSON document whose structure is not visible in its first {} bytes",
+                    head.len()
+                ))
+            }),
     }
 }
 
@@ -217,6 +220,20 @@ fn by_substrings(text: &[u8]) -> Option<Format> {
     None
 }
 
+/// The first top-level key of a JSON object document, as its writers order them: mini-SWE-agent
+/// writes `info` then `messages`; SWE-agent writes `environment`, `trajectory`, `history`, `info`.
+fn by_first_key(head: &[u8]) -> Option<Format> {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let rest = trim_start(head).strip_prefix(b"{")?;
+    let rest = trim_start(rest).strip_prefix(b"\"")?;
+    let end = memchr::memchr(b'"', rest)?;
+    match &rest[..end] {
+        b"info" | b"messages" | b"trajectory_format" => Some(Format::MiniSweAgent),
+        b"environment" | b"trajectory" | b"history" => Some(Format::SweAgent),
+        _ => None,
+    }
+}
+
 /// The last hint: conventional file names.
 fn by_name(name: &Path) -> Option<Format> {
     let file = name.file_name()?.to_string_lossy().to_ascii_lowercase();
@@ -255,6 +272,14 @@ mod tests {
             Sniff::Known(Format::OpenHands)
         );
         assert_eq!(sniff(b"{\n \"info\": {", false), Sniff::Document);
+        assert_eq!(
+            detect("x", b"{\n \"info\": {\"submission\": \"diff").unwrap(),
+            Format::MiniSweAgent
+        );
+        assert_eq!(
+            detect("x", b"{\n \"environment\": \"swe_main\", \"trajectory\": [").unwrap(),
+            Format::SweAgent
+        );
         assert_eq!(
             sniff(b"\n# aider chat started at 2025-01-01 10:00:00\n", true),
             Sniff::Known(Format::Aider)
