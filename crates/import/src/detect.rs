@@ -77,7 +77,8 @@ pub(crate) fn sniff(head: &[u8], complete: bool) -> Sniff {
                         None => document(body, complete),
                     },
                     Some(Err(e)) if e.is_eof() => document(body, complete),
-                    _ => Sniff::Unknown("the first line is not valid JSON".into()),
+                    // Not JSON on its own line: parsing the whole input gives the precise error.
+                    _ => document(body, complete),
                 }
             } else {
                 // A first line longer than the head: look at the keys it starts with.
