@@ -13,12 +13,14 @@
 
 pub mod common;
 pub mod error;
+pub mod jsonl;
 pub mod memory;
 pub mod sqlite;
 pub mod store;
 pub mod types;
 
 pub use error::StoreError;
+pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 pub use store::SessionStore;
