@@ -128,11 +128,9 @@ fn count_claude(path: &Path) -> Counts {
                                 groups.push(true);
                                 plain_run = false;
                             }
-                            "text" | "image" => {
-                                if !plain_run {
-                                    groups.push(false);
-                                    plain_run = true;
-                                }
+                            "text" | "image" if !plain_run => {
+                                groups.push(false);
+                                plain_run = true;
                             }
                             _ => {}
                         }
