@@ -72,6 +72,9 @@ pub enum ProviderError {
     /// A scripted provider ran out of scripted replies.
     #[error("script exhausted after {0} replies")]
     ScriptExhausted(usize),
+    /// A provider or router configuration is invalid (bad URL, header or limit).
+    #[error("invalid provider configuration: {0}")]
+    InvalidConfig(String),
 }
 
 impl ProviderError {
@@ -89,7 +92,8 @@ impl ProviderError {
             | ProviderError::InvalidResponse(_)
             | ProviderError::Cancelled
             | ProviderError::UnknownModel(_)
-            | ProviderError::ScriptExhausted(_) => false,
+            | ProviderError::ScriptExhausted(_)
+            | ProviderError::InvalidConfig(_) => false,
         }
     }
 
@@ -107,7 +111,8 @@ impl ProviderError {
             | ProviderError::InvalidResponse(_)
             | ProviderError::Cancelled
             | ProviderError::UnknownModel(_)
-            | ProviderError::ScriptExhausted(_) => false,
+            | ProviderError::ScriptExhausted(_)
+            | ProviderError::InvalidConfig(_) => false,
         }
     }
 

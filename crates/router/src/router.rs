@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::catalog::{ModelCatalog, ModelInfo};
 use crate::error::ProviderError;
+use crate::overflow;
 use crate::provider::{Provider, StreamSink};
 use crate::request::{ChatRequest, ChatResponse};
 
@@ -109,6 +110,10 @@ impl ModelRouter {
 
     /// Sends a request to the provider of `request.model`; learns the window from overflow
     /// errors that state it; tries the fallback chain on retryable failures.
+    ///
+    /// A successful reply that reports more input than the catalogue's window, or that stopped
+    /// for length with no output after filling 99% of it, is returned as
+    /// [`ProviderError::ContextOverflow`] (see [`overflow::response_overflow`]).
     pub async fn chat(
         &self,
         request: ChatRequest,
@@ -122,7 +127,15 @@ impl ModelRouter {
             let (provider, bare) = self.provider_for(&model)?;
             let mut req = request.clone();
             req.model = bare;
-            match provider.chat(req, sink).await {
+            let result = provider.chat(req, sink).await.and_then(|resp| {
+                // Providers that accept an oversized request say so only through usage.
+                let window = self.catalog.info(&model).context_window;
+                match overflow::response_overflow(&resp, window) {
+                    Some(err) => Err(err),
+                    None => Ok(resp),
+                }
+            });
+            match result {
                 Ok(resp) => return Ok(resp),
                 Err(err) => {
                     if let ProviderError::ContextOverflow {
