@@ -1,0 +1,463 @@
+//! The CompactionService: composes the stages and owns the I/O.
+//!
+//! One call of [`CompactionService::compact`] checks the breaker, loads the view, decides
+//! (proactive only), selects the cut, derives the idempotency key, summarises, validates the new
+//! view, re-checks cancellation and commits with the generation check. Whatever fails, the stored
+//! log and view are exactly as before; the usage of every model call is still written to the
+//! ledger (marked discarded), and counted failures advance the persisted circuit breaker.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use pith_core::{AgentEvent, EstimateCounter, EventSink, Message, NoopSink, SessionId, TokenCounter};
+use pith_router::ModelRouter;
+use pith_store::{BreakerState, CommitRequest, SessionStore, UsagePurpose, UsageRecord};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::breaker;
+use crate::config::{CompactionConfig, IncrementalMode};
+use crate::error::CompactionError;
+use crate::model::ModelSummarizer;
+use crate::overflow::{self, Decision};
+use crate::plan::{plan, Plan, PlanInput};
+use crate::prompt::PromptMode;
+use crate::prune::{self, RecordInput};
+use crate::relevance;
+use crate::summary::{CallLog, Summarizer, SummaryJob};
+use crate::trigger::{CompactionResult, CompactionTrigger};
+
+/// The staged compaction service. Cheap to clone: everything inside is shared.
+#[derive(Clone)]
+pub struct CompactionService {
+    router: Arc<ModelRouter>,
+    store: Arc<dyn SessionStore>,
+    config: Arc<CompactionConfig>,
+    events: Arc<dyn EventSink>,
+    counter: Arc<dyn TokenCounter>,
+    summarizer: Arc<dyn Summarizer>,
+}
+
+impl std::fmt::Debug for CompactionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionService")
+            .field("store", &self.store.backend())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Outcome {
+    /// Nothing new was done (an existing record, or nothing to do).
+    Done(CompactionResult),
+    /// A new compaction was committed.
+    Committed(CompactionResult),
+}
+
+impl CompactionService {
+    /// A service over a router (summary calls) and a store (views, commits, breaker, ledger).
+    pub fn new(router: Arc<ModelRouter>, store: Arc<dyn SessionStore>, config: CompactionConfig) -> Self {
+        let summarizer: Arc<dyn Summarizer> = match &config.summarizer {
+            Some(s) => s.clone(),
+            None => Arc::new(ModelSummarizer::new(router.clone())),
+        };
+        Self {
+            router,
+            store,
+            config: Arc::new(config),
+            events: Arc::new(NoopSink),
+            counter: Arc::new(EstimateCounter),
+            summarizer,
+        }
+    }
+
+    /// Publishes events to `sink`.
+    pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// Counts tokens with `counter` (default: the bytes/4 estimate).
+    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = counter;
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CompactionConfig {
+        &self.config
+    }
+
+    /// Compacts a session.
+    pub async fn compact(
+        &self,
+        session: SessionId,
+        trigger: CompactionTrigger,
+    ) -> Result<CompactionResult, CompactionError> {
+        self.compact_with_cancel(session, trigger, CancellationToken::new())
+            .await
+    }
+
+    /// Compacts a session; `cancel` stops it at any point before the commit.
+    pub async fn compact_with_cancel(
+        &self,
+        session: SessionId,
+        trigger: CompactionTrigger,
+        cancel: CancellationToken,
+    ) -> Result<CompactionResult, CompactionError> {
+        let span = tracing::info_span!("compaction", session_id = %session, trigger = ?trigger.kind());
+        async move {
+            let state = self
+                .store
+                .breaker(session)
+                .await
+                .map_err(CompactionError::PersistFailed)?;
+            if state.open {
+                return Err(CompactionError::CircuitOpen);
+            }
+            let calls = Arc::new(CallLog::new());
+            let mut started = false;
+            let result = self.run(session, &trigger, &cancel, &calls, &mut started).await;
+            self.record_usage(session, &calls, !matches!(result, Ok(Outcome::Committed(_))))
+                .await;
+            match result {
+                Ok(Outcome::Committed(r)) | Ok(Outcome::Done(r)) => {
+                    if let Some(next) = breaker::on_success(&state) {
+                        if let Err(e) = self.store.set_breaker(session, next).await {
+                            tracing::warn!(error = %e, "could not reset the breaker count");
+                        }
+                    }
+                    self.events.publish(AgentEvent::CompactionFinished {
+                        session_id: session,
+                        tokens_before: r.tokens_before,
+                        tokens_after: r.tokens_after,
+                        strategy: r.strategy,
+                    });
+                    Ok(r)
+                }
+                Err(e) => {
+                    self.on_failure(session, &state, &e, started).await;
+                    Err(e)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The session's breaker state.
+    pub async fn circuit_status(&self, session: SessionId) -> Result<BreakerState, CompactionError> {
+        self.store
+            .breaker(session)
+            .await
+            .map_err(CompactionError::PersistFailed)
+    }
+
+    /// Closes the session's circuit and clears its failure count.
+    pub async fn reset_circuit(&self, session: SessionId) -> Result<(), CompactionError> {
+        self.store
+            .set_breaker(session, BreakerState::default())
+            .await
+            .map_err(CompactionError::PersistFailed)?;
+        self.events
+            .publish(AgentEvent::CompactionCircuitReset { session_id: session });
+        Ok(())
+    }
+
+    async fn on_failure(
+        &self,
+        session: SessionId,
+        state: &BreakerState,
+        error: &CompactionError,
+        started: bool,
+    ) {
+        let mut failures = state.consecutive_failures;
+        if error.counts_toward_breaker() {
+            let outcome = breaker::on_failure(state, self.config.max_failures, &error.to_string());
+            failures = outcome.state.consecutive_failures;
+            match self.store.set_breaker(session, outcome.state).await {
+                Ok(()) if outcome.opened_now => {
+                    self.events.publish(AgentEvent::CompactionCircuitOpened {
+                        session_id: session,
+                        consecutive_failures: failures,
+                    });
+                }
+                Ok(()) => {}
+                Err(e) => tracing::warn!(error = %e, "could not persist the breaker state"),
+            }
+        }
+        if started || error.counts_toward_breaker() {
+            self.events.publish(AgentEvent::CompactionFailed {
+                session_id: session,
+                error: error.to_string(),
+                consecutive_failures: failures,
+            });
+        }
+    }
+
+    async fn record_usage(&self, session: SessionId, calls: &CallLog, discarded: bool) {
+        for call in calls.calls() {
+            let record = UsageRecord {
+                at: Utc::now(),
+                model: call.model,
+                purpose: call.purpose,
+                usage: call.usage,
+                discarded,
+            };
+            if let Err(e) = self.store.record_usage(session, record).await {
+                tracing::warn!(error = %e, "could not record summary usage");
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        session: SessionId,
+        trigger: &CompactionTrigger,
+        cancel: &CancellationToken,
+        calls: &Arc<CallLog>,
+        started: &mut bool,
+    ) -> Result<Outcome, CompactionError> {
+        let config = &*self.config;
+        let counter = self.counter.as_ref();
+        let view = self
+            .store
+            .load_view(session)
+            .await
+            .map_err(CompactionError::PersistFailed)?;
+        let model = view.session.model.clone();
+        if let CompactionTrigger::Reactive(info) = trigger {
+            if let Some(limit) = info.limit {
+                self.router.learn_window(&model, limit);
+            }
+        }
+        let window = self.router.context_window(&model);
+        config.validate(window)?;
+        let threshold = overflow::threshold(window, config.reserve_tokens)?;
+        let instructions_hash = prune::instructions_hash(trigger.instructions());
+        let log_entries = view.log_len.saturating_sub(view.generation);
+
+        if let Some(meta) = &view.compaction {
+            let same_log = prune::recorded_log_entries(meta) == Some(log_entries);
+            if same_log && prune::recorded_instructions_hash(meta) == instructions_hash {
+                return Ok(Outcome::Done(CompactionResult::existing(meta.clone())));
+            }
+        }
+        let existing_or_empty = |view: &pith_core::StoredView| match &view.compaction {
+            Some(meta) => Ok(Outcome::Done(CompactionResult::existing(meta.clone()))),
+            None => Err(CompactionError::NoMessagesToCompact),
+        };
+        if overflow::view_message_count(&view) == 0 {
+            return existing_or_empty(&view);
+        }
+        let tools = view.session.tools.clone();
+        let decision = overflow::decide(&view, &tools, counter, window, config)?;
+        if let (
+            CompactionTrigger::Proactive,
+            Decision::NotNeeded {
+                context_tokens,
+                threshold,
+            },
+        ) = (trigger, decision)
+        {
+            return match &view.compaction {
+                Some(meta) => Ok(Outcome::Done(CompactionResult::existing(meta.clone()))),
+                None => Err(CompactionError::NotNeeded {
+                    context_tokens,
+                    threshold,
+                }),
+            };
+        }
+        let requested = match trigger {
+            CompactionTrigger::Reactive(info) => info.requested,
+            _ => None,
+        };
+        let msgs: Vec<&Message> = view.tail_messages().collect();
+        let plan = plan(PlanInput {
+            view: &view,
+            msgs: &msgs,
+            tools: &tools,
+            counter,
+            config,
+            threshold,
+            count_fired: overflow::view_message_count(&view) > config.max_messages,
+            requested,
+        });
+        let Plan {
+            layout,
+            tokens_before,
+            target,
+            calibration,
+        } = match plan {
+            Ok(Some(p)) => p,
+            Ok(None) => return existing_or_empty(&view),
+            Err(e) => return Err(e),
+        };
+        tracing::debug!(calibration, cut = layout.cut, target, "planned");
+        let last_summarized = layout.cut.checked_sub(1).map(|i| msgs[i].id);
+        let key = prune::idempotency_key(
+            session,
+            last_summarized,
+            log_entries,
+            instructions_hash.as_deref(),
+        );
+        if let Some(meta) = self
+            .store
+            .find_compaction(session, &key)
+            .await
+            .map_err(CompactionError::PersistFailed)?
+        {
+            return Ok(Outcome::Done(CompactionResult::existing(meta)));
+        }
+        if cancel.is_cancelled() {
+            return Err(CompactionError::Cancelled);
+        }
+        *started = true;
+        self.events.publish(AgentEvent::CompactionStarted {
+            session_id: session,
+            trigger: trigger.kind(),
+        });
+
+        // The span to summarise: the delta (incremental) or everything before the cut.
+        let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
+        let mut previous = view.compaction.as_ref().map(|m| m.summary.clone());
+        if !config.enable_incremental && view.compaction.is_some() {
+            let log = self
+                .store
+                .load_log(session)
+                .await
+                .map_err(CompactionError::PersistFailed)?;
+            span = full_span(&log, msgs.get(layout.cut).map(|m| m.id));
+            previous = None;
+        }
+        if let Some(relevance) = &config.relevance {
+            let groups = relevance::groups(&span);
+            let request = relevance::GradeRequest {
+                groups: relevance::render_groups(&span, &groups),
+                instructions: trigger.instructions().map(str::to_string),
+            };
+            let keep = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(CompactionError::Cancelled),
+                r = relevance.grader.grade(request, calls) => r.map_err(CompactionError::GraderFailed)?,
+            };
+            span = relevance::apply(&span, &groups, &keep);
+        }
+        let summary_model = config.summary_model.clone().unwrap_or_else(|| model.clone());
+        let job = SummaryJob {
+            session,
+            window: self.router.context_window(&summary_model),
+            model: summary_model,
+            span,
+            kept: layout.kept.iter().map(|m| (*m).clone()).collect(),
+            previous_summary: previous.clone(),
+            mode: PromptMode::Update,
+            instructions: trigger.instructions().map(str::to_string),
+            max_summary_tokens: config.max_summary_tokens,
+            max_calls: config.max_summary_calls,
+            counter: self.counter.clone(),
+            cancel: cancel.clone(),
+            calls: calls.clone(),
+        };
+        let output = self.summarize(job, previous).await?;
+
+        let summary_tokens = counter.count_text(&output.text);
+        let tokens_after = prune::tokens_after(&layout, summary_tokens, config.projection, &tools, counter);
+        prune::validate(tokens_after, threshold, target)?;
+        if cancel.is_cancelled() {
+            return Err(CompactionError::Cancelled);
+        }
+        let tail_entries = layout
+            .kept
+            .first()
+            .and_then(|first| view.tail.iter().position(|e| e.id() == first.id))
+            .map(|pos| (view.tail.len() - pos) as u64)
+            .unwrap_or(0);
+        let meta = prune::build_meta(RecordInput {
+            layout: &layout,
+            summary: output.text,
+            generation: view.generation + 1,
+            tokens_before,
+            tokens_after,
+            strategy: output.strategy,
+            summary_model: output.model,
+            trigger: trigger.kind(),
+            usage: calls.usage(UsagePurpose::Summary),
+            summary_calls: calls.count(UsagePurpose::Summary),
+            key,
+            tail_entries,
+            log_entries,
+            instructions_hash,
+        });
+        let generation = self
+            .store
+            .commit_compaction(
+                session,
+                CommitRequest {
+                    meta: meta.clone(),
+                    expected_generation: view.generation,
+                },
+            )
+            .await
+            .map_err(CompactionError::from_store)?;
+        self.events.publish(AgentEvent::HistoryReplaced {
+            session_id: session,
+            generation,
+        });
+        tracing::info!(tokens_before, tokens_after, generation, "compaction committed");
+        Ok(Outcome::Committed(CompactionResult {
+            tokens_before,
+            tokens_after,
+            strategy: meta.strategy,
+            usage: meta.usage,
+            noop: false,
+            summary_calls: meta.summary_calls,
+            meta,
+        }))
+    }
+
+    /// Runs the summarizer in the configured incremental mode.
+    async fn summarize(
+        &self,
+        mut job: SummaryJob,
+        previous: Option<String>,
+    ) -> Result<crate::summary::SummaryOutput, CompactionError> {
+        let Some(previous) = previous.filter(|_| self.config.incremental_mode == IncrementalMode::Append)
+        else {
+            return self.summarizer.summarize(job).await;
+        };
+        // Append: summarise the delta alone, concatenate, merge once past the bound.
+        job.previous_summary = None;
+        job.mode = PromptMode::First;
+        let merge = job.clone();
+        let delta = self.summarizer.summarize(job).await?;
+        let joined = format!("{}\n\n{}", previous.trim(), delta.text.trim());
+        if self.counter.count_text(&joined) <= self.config.max_summary_tokens {
+            return Ok(crate::summary::SummaryOutput {
+                text: joined,
+                ..delta
+            });
+        }
+        let merge = SummaryJob {
+            span: Vec::new(),
+            previous_summary: Some(joined),
+            mode: PromptMode::Update,
+            max_calls: merge
+                .max_calls
+                .saturating_sub(merge.calls.count(UsagePurpose::Summary))
+                .max(1),
+            ..merge
+        };
+        self.summarizer.summarize(merge).await
+    }
+}
+
+/// Every conversation message of the log before `tail_start` (non-incremental mode).
+fn full_span(log: &[pith_core::Entry], tail_start: Option<pith_core::EntryId>) -> Vec<Message> {
+    log.iter()
+        .take_while(|e| Some(e.id()) != tail_start)
+        .filter_map(pith_core::Entry::as_message)
+        .filter(|m| !m.role.is_instruction() && !m.is_reminder() && !m.meta.synthetic)
+        .cloned()
+        .collect()
+}
