@@ -63,6 +63,6 @@ pub fn manifest() -> Option<Vec<(PathBuf, ManifestEntry)>> {
     let entries: Vec<ManifestEntry> = serde_json::from_str(&text).expect("parse MANIFEST.json");
     let mut out: Vec<(PathBuf, ManifestEntry)> =
         entries.into_iter().map(|e| (dir.join(&e.file), e)).collect();
-    out.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes));
+    out.sort_by_key(|e| std::cmp::Reverse(e.1.bytes));
     Some(out)
 }
