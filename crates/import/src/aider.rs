@@ -1,11 +1,12 @@
 //! aider chat history (`.aider.chat.history.md`).
 //!
 //! A markdown log: `# aider chat started at <time>` opens a run, `#### ` lines are the user's
-//! input (consecutive ones form one message, a blank line ends it), `> ` lines (and a bare `>`) are aider's own status
-//! output (skipped; the log does not say which of it was added to the chat), and everything else is the assistant's reply. A reply
-//! ends at the next user or status line, so one user message may be followed by several replies
-//! (aider asks again after adding files). There are no structured tool calls. `> Model:` and
-//! `> Main model:` status lines name the model.
+//! input (consecutive ones form one message, a blank line ends it), `> ` lines (and a bare `>`)
+//! are aider's own status output (skipped; the log does not say which of it was added to the
+//! chat), and everything else is the assistant's reply. A reply ends at the next user or status
+//! line, so one user message may be followed by several replies (aider asks again after adding
+//! files). There are no structured tool calls. `> Model:` and `> Main model:` status lines name
+//! the model.
 
 use std::io::BufRead;
 use std::path::Path;

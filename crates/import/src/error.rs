@@ -98,7 +98,10 @@ pub enum ImportError {
         reason: String,
     },
     /// A format name that pith does not know.
-    #[error("unknown format name {name:?} (known formats: claude-code, codex, pi, swe-agent, mini-swe-agent, openhands, aider)")]
+    #[error(
+        "unknown format name {name:?} (known formats: claude-code, codex, pi, swe-agent, \
+         mini-swe-agent, openhands, aider)"
+    )]
     UnknownFormatName {
         /// The rejected name.
         name: String,
