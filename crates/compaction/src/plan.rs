@@ -99,8 +99,8 @@ pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionErro
     let valid = valid_cuts(input.msgs);
     let first = select_cut(input.msgs, &valid, input.counter, limits);
     let target = prune::target(input.threshold, config.target_ratio);
-    let bound = config.max_summary_tokens;
-    let size = |l: &Layout<'_>| prune::tokens_after(l, bound, style, input.tools, input.counter);
+    let bound = prune::summary_overhead(style, input.counter) + config.max_summary_tokens;
+    let size = |l: &Layout<'_>| prune::tokens_after(l, bound, input.tools, input.counter);
 
     let mut cut = Some(first);
     while let Some(k) = cut {

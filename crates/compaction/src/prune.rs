@@ -85,11 +85,18 @@ pub fn summary_overhead(style: ProjectionStyle, counter: &dyn TokenCounter) -> u
         .sum()
 }
 
-/// Context size of the new view, given the summary's size in tokens.
+/// Tokens of a summary text once projected in `style` (exact, as the overflow stage counts it).
+pub fn projected_summary_tokens(summary: &str, style: ProjectionStyle, counter: &dyn TokenCounter) -> u64 {
+    summary_text_messages(summary, style)
+        .iter()
+        .map(|m| message_tokens(counter, m))
+        .sum()
+}
+
+/// Context size of the new view, given the projected summary's size in tokens.
 pub fn tokens_after(
     layout: &Layout<'_>,
     summary_tokens: u64,
-    style: ProjectionStyle,
     tools: &[ToolDeclaration],
     counter: &dyn TokenCounter,
 ) -> u64 {
@@ -100,7 +107,7 @@ pub fn tokens_after(
         .chain(layout.kept)
         .map(|m| message_tokens(counter, m))
         .sum::<u64>();
-    counter.count_tools(tools) + messages + summary_overhead(style, counter) + summary_tokens
+    counter.count_tools(tools) + messages + summary_tokens
 }
 
 /// Checks a new view's size: over the threshold it cannot fit (`DoesNotFit`); over the target it
@@ -275,7 +282,7 @@ mod tests {
         assert!(l.reminders[0].text_content().contains("r2"));
         assert_eq!(l.span.len(), 12);
         assert_eq!(l.kept.len(), 1);
-        let t = tokens_after(&l, 100, ProjectionStyle::Reminder, &[], &EstimateCounter);
+        let t = tokens_after(&l, 100, &[], &EstimateCounter);
         assert!(t > 100);
         assert!(validate(t, t, t).is_ok());
         assert!(matches!(

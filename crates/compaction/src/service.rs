@@ -6,6 +6,7 @@
 //! log and view are exactly as before; the usage of every model call is still written to the
 //! ledger (marked discarded), and counted failures advance the persisted circuit breaker.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -36,6 +37,9 @@ pub struct CompactionService {
     events: Arc<dyn EventSink>,
     counter: Arc<dyn TokenCounter>,
     summarizer: Arc<dyn Summarizer>,
+    /// One lock per session: compactions of one session in this process run one at a time, so a
+    /// concurrent retry finds the first one's record instead of summarising again.
+    locks: Arc<std::sync::Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl std::fmt::Debug for CompactionService {
@@ -68,7 +72,17 @@ impl CompactionService {
             events: Arc::new(NoopSink),
             counter: Arc::new(EstimateCounter),
             summarizer,
+            locks: Arc::default(),
         }
+    }
+
+    fn session_lock(&self, session: SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = match self.locks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(session).or_default().clone()
     }
 
     /// Publishes events to `sink`.
@@ -107,6 +121,8 @@ impl CompactionService {
     ) -> Result<CompactionResult, CompactionError> {
         let span = tracing::info_span!("compaction", session_id = %session, trigger = ?trigger.kind());
         async move {
+            let lock = self.session_lock(session);
+            let _guard = lock.lock().await;
             let state = self
                 .store
                 .breaker(session)
@@ -361,8 +377,8 @@ impl CompactionService {
         };
         let output = self.summarize(job, previous).await?;
 
-        let summary_tokens = counter.count_text(&output.text);
-        let tokens_after = prune::tokens_after(&layout, summary_tokens, config.projection, &tools, counter);
+        let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
+        let tokens_after = prune::tokens_after(&layout, summary_tokens, &tools, counter);
         prune::validate(tokens_after, threshold, target)?;
         if cancel.is_cancelled() {
             return Err(CompactionError::Cancelled);
