@@ -15,6 +15,8 @@ pub mod common;
 pub mod error;
 pub mod jsonl;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 pub mod store;
 pub mod types;
@@ -22,6 +24,8 @@ pub mod types;
 pub use error::StoreError;
 pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use store::SessionStore;
 pub use types::{

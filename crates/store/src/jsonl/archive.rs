@@ -67,7 +67,6 @@ pub struct Boundary {
     pub line: u64,
 }
 
-
 /// Serialises an archive line (with its trailing newline) and returns it with its checksum.
 pub fn encode(record: &ArchiveRecord) -> Result<(Vec<u8>, String), StoreError> {
     let json = serde_json::to_string(record)?;
