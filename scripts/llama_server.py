@@ -32,7 +32,7 @@ def main() -> int:
     params.warmup = False
 
     server = xlc.Server(params)
-    print(f"pith-llama ready http://127.0.0.1:{port} ({server.listening_address})", flush=True)
+    print(f"pith-llama ready http://127.0.0.1:{port}", flush=True)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
