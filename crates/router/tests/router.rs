@@ -176,7 +176,10 @@ async fn fallbacks_on_retryable_errors_only() {
 
 /// Records the fields of every `llm.request` span.
 #[derive(Clone, Default)]
-struct SpanRecorder(Arc<Mutex<Vec<Vec<(String, String)>>>>);
+struct SpanRecorder(Arc<Mutex<Vec<SpanFields>>>);
+
+/// The (name, value) fields of one span.
+type SpanFields = Vec<(String, String)>;
 
 struct FieldVisitor<'a>(&'a mut Vec<(String, String)>);
 
