@@ -84,7 +84,6 @@ const FAMILIES: &[(&str, u64, u64)] = &[
     ("o1", 200_000, 100_000),
     ("o3", 200_000, 100_000),
     ("o4-mini", 200_000, 100_000),
-    // Anthropic (matched anywhere in the name below, for Bedrock/Vertex ids)
     // Google
     ("gemini-1.5-pro", 2_097_152, 8_192),
     ("gemini-1.5-flash", 1_048_576, 8_192),
