@@ -253,9 +253,13 @@ impl CompactionService {
         let instructions_hash = prune::instructions_hash(trigger.instructions());
         let log_entries = view.log_len.saturating_sub(view.generation);
 
+        // A reactive trigger right after a compaction of the same log is not a repeat: the
+        // provider rejected the view that compaction produced, so it must be compacted further
+        // (the idempotency key below still catches a true repeat of a reactive compaction).
+        let reactive = matches!(trigger, CompactionTrigger::Reactive(_));
         if let Some(meta) = &view.compaction {
             let same_log = prune::recorded_log_entries(meta) == Some(log_entries);
-            if same_log && prune::recorded_instructions_hash(meta) == instructions_hash {
+            if same_log && !reactive && prune::recorded_instructions_hash(meta) == instructions_hash {
                 return Ok(Outcome::Done(CompactionResult::existing(meta.clone())));
             }
         }
