@@ -6,11 +6,12 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::anthropic_wire::{parse_response, request_body, StreamState};
-use super::http::{event_json, json_body, sse, HttpClient};
+use super::http::{env_var, event_json, json_body, sse, HttpClient};
 use crate::catalog::DEFAULT_MAX_OUTPUT;
 use crate::config::ProviderConfig;
 use crate::error::ProviderError;
 use crate::request::ChatResponse;
+use crate::secret::SecretString;
 use crate::stack::{Endpoint, ProviderCall, StackedProvider};
 
 /// Anthropic's API, the default base URL.
@@ -36,7 +37,8 @@ impl std::fmt::Debug for Anthropic {
 
 impl Anthropic {
     /// An endpoint named `name` (the router prefix) for `config`; sends `x-api-key` and
-    /// `anthropic-version: 2023-06-01`.
+    /// `anthropic-version: 2023-06-01`. Unset fields come from the environment: the key from
+    /// `ANTHROPIC_API_KEY`, the base URL from `ANTHROPIC_BASE_URL` (else Anthropic's).
     ///
     /// # Errors
     /// [`ProviderError::InvalidConfig`] for a malformed base URL or header.
@@ -44,11 +46,16 @@ impl Anthropic {
         let base_url = config
             .base_url
             .clone()
+            .or_else(|| env_var("ANTHROPIC_BASE_URL"))
             .unwrap_or_else(|| ANTHROPIC_BASE_URL.to_string());
+        let api_key = config
+            .api_key
+            .clone()
+            .or_else(|| env_var("ANTHROPIC_API_KEY").map(SecretString::from));
         let mut headers: Vec<(String, String, bool)> =
             vec![("anthropic-version".into(), ANTHROPIC_VERSION.into(), false)];
         headers.extend(config.headers.iter().map(|(k, v)| (k.clone(), v.clone(), false)));
-        if let Some(key) = config.api_key.as_ref().filter(|k| !k.is_empty()) {
+        if let Some(key) = api_key.as_ref().filter(|k| !k.is_empty()) {
             headers.push(("x-api-key".into(), key.expose().to_string(), true));
         }
         let default_max_tokens = config

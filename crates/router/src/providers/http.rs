@@ -136,6 +136,11 @@ pub(crate) fn event_json(event: &Event) -> Result<Value, ProviderError> {
     })
 }
 
+/// A non-empty environment variable.
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
 /// The error for a stream that ended early.
 pub(crate) fn incomplete() -> ProviderError {
     ProviderError::Transport(Box::new(IncompleteStream))

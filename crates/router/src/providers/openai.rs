@@ -9,11 +9,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use super::http::{event_json, incomplete, json_body, sse, HttpClient};
+use super::http::{env_var, event_json, incomplete, json_body, sse, HttpClient};
 use super::openai_wire::{parse_response, request_body, StreamState, WireOptions};
 use crate::config::ProviderConfig;
 use crate::error::ProviderError;
 use crate::request::ChatResponse;
+use crate::secret::SecretString;
 use crate::stack::{Endpoint, ProviderCall, StackedProvider};
 
 /// OpenAI's own API, the default base URL.
@@ -36,8 +37,9 @@ impl std::fmt::Debug for OpenAiCompatible {
 }
 
 impl OpenAiCompatible {
-    /// An endpoint named `name` (the router prefix) for `config`; the base URL defaults to
-    /// OpenAI's.
+    /// An endpoint named `name` (the router prefix) for `config`. Unset fields come from the
+    /// environment: the base URL from `OPENAI_BASE_URL` (else OpenAI's), the key from
+    /// `OPENAI_API_KEY` (optional: local servers need none).
     ///
     /// # Errors
     /// [`ProviderError::InvalidConfig`] for a malformed base URL or header.
@@ -45,14 +47,19 @@ impl OpenAiCompatible {
         let base_url = config
             .base_url
             .clone()
+            .or_else(|| env_var("OPENAI_BASE_URL"))
             .unwrap_or_else(|| OPENAI_BASE_URL.to_string());
+        let api_key = config
+            .api_key
+            .clone()
+            .or_else(|| env_var("OPENAI_API_KEY").map(SecretString::from));
         let official = base_url.contains("api.openai.com");
         let mut headers: Vec<(String, String, bool)> = config
             .headers
             .iter()
             .map(|(k, v)| (k.clone(), v.clone(), false))
             .collect();
-        if let Some(key) = config.api_key.as_ref().filter(|k| !k.is_empty()) {
+        if let Some(key) = api_key.as_ref().filter(|k| !k.is_empty()) {
             headers.push(("authorization".into(), format!("Bearer {}", key.expose()), true));
         }
         Ok(Self {
