@@ -1,9 +1,15 @@
 //! Session stores for pith.
 //!
 //! One [`SessionStore`] trait, four backends: [`MemoryStore`] for tests and embedded throwaway
-//! sessions, `SqliteStore` (the embedded default: one file, WAL, migrations), `PostgresStore`
-//! (feature `postgres`, for many runtime processes sharing sessions) and `JsonlStore` (a directory
-//! per session, fsynced and checksummed). Every backend passes the same conformance suite.
+//! sessions, [`SqliteStore`] (the embedded default: one file, WAL, migrations), `PostgresStore`
+//! (feature `postgres`, for many runtime processes sharing sessions) and [`JsonlStore`] (a
+//! directory per session, fsynced and checksummed). Every backend passes the same conformance
+//! suite (`tests/conformance`). Each backend's module documents its durability model.
+//!
+//! Loading a view never reads the archived history: every backend finds the latest compaction,
+//! the instructions and reminders it retains and the entries from its tail start through an
+//! index, so the cost follows the size of the view, not of the log.
+//! [`SessionStore::last_view_load_rows`] reports what the last load read, for tests.
 //!
 //! The log is append-only: a compaction is committed as one more entry, atomically with a
 //! generation check, so the original history is always recoverable and two processes can never
