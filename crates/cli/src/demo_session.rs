@@ -129,7 +129,9 @@ impl Gen {
 
     fn test_output(&mut self, failing: bool) -> String {
         let total = self.rng.gen_range(40..90);
-        let mut out = String::from("   Compiling acme-billing v0.3.1 (/work/acme-billing)\n    Finished test profile\n");
+        let mut out = String::from(
+            "   Compiling acme-billing v0.3.1 (/work/acme-billing)\n    Finished test profile\n",
+        );
         out.push_str(&format!("running {total} tests\n"));
         for i in 0..total {
             out.push_str(&format!("test invoice::tests::case_{i:03} ... ok\n"));
@@ -166,7 +168,11 @@ impl Gen {
         for _ in 0..reads {
             let path = MODULES[self.rng.gen_range(0..MODULES.len())];
             let id = self.call_id();
-            parts.push(Part::ToolCall { call_id: id.clone(), name: "read_file".into(), arguments: json!({"path": path}) });
+            parts.push(Part::ToolCall {
+                call_id: id.clone(),
+                name: "read_file".into(),
+                arguments: json!({"path": path}),
+            });
             calls.push((id, path));
         }
         self.push(Message::new(Role::Assistant, parts));
@@ -189,12 +195,20 @@ impl Gen {
                 },
             ],
         ));
-        self.push(Message::tool_result(id, format!("Edited {path}: 1 replacement."), false));
+        self.push(Message::tool_result(
+            id,
+            format!("Edited {path}: 1 replacement."),
+            false,
+        ));
         let fail = self.rng.gen_bool(0.7);
         let id = self.call_id();
         self.push(Message::new(
             Role::Assistant,
-            vec![Part::ToolCall { call_id: id.clone(), name: "bash".into(), arguments: json!({"command": "cargo test"}) }],
+            vec![Part::ToolCall {
+                call_id: id.clone(),
+                name: "bash".into(),
+                arguments: json!({"command": "cargo test"}),
+            }],
         ));
         let out = self.test_output(fail);
         self.push(Message::tool_result(id, out, fail));
@@ -211,11 +225,19 @@ impl Gen {
                     },
                 ],
             ));
-            self.push(Message::tool_result(id, "Edited src/currency.rs: 1 replacement.", false));
+            self.push(Message::tool_result(
+                id,
+                "Edited src/currency.rs: 1 replacement.",
+                false,
+            ));
             let id = self.call_id();
             self.push(Message::new(
                 Role::Assistant,
-                vec![Part::ToolCall { call_id: id.clone(), name: "bash".into(), arguments: json!({"command": "cargo test"}) }],
+                vec![Part::ToolCall {
+                    call_id: id.clone(),
+                    name: "bash".into(),
+                    arguments: json!({"command": "cargo test"}),
+                }],
             ));
             let out = self.test_output(false);
             self.push(Message::tool_result(id, out, false));
@@ -229,14 +251,21 @@ impl Gen {
 
 /// Generates a session of `turns` user requests with the given seed.
 pub fn generate(seed: u64, turns: usize, model: &str) -> GeneratedSession {
-    let mut g = Gen { rng: StdRng::seed_from_u64(seed), call: 0, entries: Vec::new() };
+    let mut g = Gen {
+        rng: StdRng::seed_from_u64(seed),
+        call: 0,
+        entries: Vec::new(),
+    };
     g.push(Message::system(SYSTEM_PROMPT));
     for t in 0..turns {
         let request = REQUESTS[t % REQUESTS.len()];
         let constraint = (t % 3 == 0).then(|| CONSTRAINTS[(t / 3) % CONSTRAINTS.len()]);
         g.turn(request, constraint);
     }
-    GeneratedSession { record: SessionRecord::new(model, tools()), entries: g.entries }
+    GeneratedSession {
+        record: SessionRecord::new(model, tools()),
+        entries: g.entries,
+    }
 }
 
 #[cfg(test)]
@@ -248,22 +277,38 @@ mod tests {
         let a = generate(7, 6, "scripted/demo");
         let b = generate(7, 6, "scripted/demo");
         let text = |s: &GeneratedSession| {
-            s.entries.iter().filter_map(Entry::as_message).map(|m| format!("{:?}", m.parts)).collect::<Vec<_>>()
+            s.entries
+                .iter()
+                .filter_map(Entry::as_message)
+                .map(|m| format!("{:?}", m.parts))
+                .collect::<Vec<_>>()
         };
         assert_eq!(text(&a), text(&b));
         let calls: Vec<String> = a
             .entries
             .iter()
             .filter_map(Entry::as_message)
-            .flat_map(|m| m.tool_calls().map(|(id, _, _)| id.to_string()).collect::<Vec<_>>())
+            .flat_map(|m| {
+                m.tool_calls()
+                    .map(|(id, _, _)| id.to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let results: Vec<String> = a
             .entries
             .iter()
             .filter_map(Entry::as_message)
-            .flat_map(|m| m.tool_results().map(|(id, _, _)| id.to_string()).collect::<Vec<_>>())
+            .flat_map(|m| {
+                m.tool_results()
+                    .map(|(id, _, _)| id.to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(calls, results);
-        assert!(a.entries.iter().filter_map(Entry::as_message).any(|m| m.tool_calls().count() >= 2));
+        assert!(a
+            .entries
+            .iter()
+            .filter_map(Entry::as_message)
+            .any(|m| m.tool_calls().count() >= 2));
     }
 }

@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+pub mod commands;
 pub mod demo_session;
 pub mod paths;
+pub mod replay;
 pub mod store_url;

@@ -18,7 +18,14 @@ pub enum Access {
     Modify,
 }
 
-const PATH_KEYS: &[&str] = &["path", "file_path", "filePath", "file", "filename", "notebook_path"];
+const PATH_KEYS: &[&str] = &[
+    "path",
+    "file_path",
+    "filePath",
+    "file",
+    "filename",
+    "notebook_path",
+];
 
 /// The paths a tool call names, with how it uses them.
 pub fn paths_of_call(name: &str, arguments: &Value) -> BTreeSet<(Access, String)> {
@@ -30,18 +37,36 @@ pub fn paths_of_call(name: &str, arguments: &Value) -> BTreeSet<(Access, String)
     };
     let command = args.get("command").and_then(|c| match c {
         Value::String(s) => Some(s.clone()),
-        Value::Array(items) => Some(items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")),
+        Value::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
         _ => None,
     });
     let sub = args.get("command").and_then(Value::as_str).unwrap_or_default();
-    let named = PATH_KEYS.iter().find_map(|k| args.get(*k).and_then(Value::as_str)).map(str::to_string);
-    let access = if matches!(lower.as_str(), "read" | "read_file" | "view" | "open" | "cat" | "view_file")
-        || (lower == "str_replace_editor" && sub == "view")
+    let named = PATH_KEYS
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(str::to_string);
+    let access = if matches!(
+        lower.as_str(),
+        "read" | "read_file" | "view" | "open" | "cat" | "view_file"
+    ) || (lower == "str_replace_editor" && sub == "view")
     {
         Some(Access::Read)
     } else if matches!(
         lower.as_str(),
-        "edit" | "write" | "multiedit" | "edit_file" | "write_file" | "create" | "create_file" | "notebookedit"
+        "edit"
+            | "write"
+            | "multiedit"
+            | "edit_file"
+            | "write_file"
+            | "create"
+            | "create_file"
+            | "notebookedit"
     ) || (lower == "str_replace_editor" && sub != "view")
     {
         Some(Access::Modify)
@@ -52,7 +77,10 @@ pub fn paths_of_call(name: &str, arguments: &Value) -> BTreeSet<(Access, String)
         out.insert((access, path));
     }
     if let Some(cmd) = command {
-        if matches!(lower.as_str(), "bash" | "shell" | "exec_command" | "local_shell" | "execute_bash" | "run") {
+        if matches!(
+            lower.as_str(),
+            "bash" | "shell" | "exec_command" | "local_shell" | "execute_bash" | "run"
+        ) {
             shell_paths(&cmd, &mut out);
         }
     }
@@ -84,7 +112,9 @@ fn shell_paths(cmd: &str, out: &mut BTreeSet<(Access, String)>) {
                 }
             }
         }
-        let Some(first) = tokens.iter().position(|t| !t.contains('=')) else { continue };
+        let Some(first) = tokens.iter().position(|t| !t.contains('=')) else {
+            continue;
+        };
         let prog = tokens[first].rsplit('/').next().unwrap_or(tokens[first]);
         if matches!(prog, "cat" | "head" | "tail" | "nl" | "less" | "sed" | "bat") {
             let in_place = prog == "sed" && tokens.iter().any(|t| t.starts_with("-i"));
@@ -124,16 +154,25 @@ mod tests {
     fn common_tool_shapes() {
         let r = paths_of_call("Read", &json!({"file_path": "/repo/src/a.rs"}));
         assert!(r.contains(&(Access::Read, "/repo/src/a.rs".into())));
-        let e = paths_of_call("edit", &json!({"path": "src/b.rs", "oldText": "x", "newText": "y"}));
+        let e = paths_of_call(
+            "edit",
+            &json!({"path": "src/b.rs", "oldText": "x", "newText": "y"}),
+        );
         assert!(e.contains(&(Access::Modify, "src/b.rs".into())));
-        let s = paths_of_call("shell", &json!({"command": ["bash", "-lc", "sed -n 1,200p src/lib.rs"]}));
+        let s = paths_of_call(
+            "shell",
+            &json!({"command": ["bash", "-lc", "sed -n 1,200p src/lib.rs"]}),
+        );
         assert!(s.contains(&(Access::Read, "src/lib.rs".into())));
         let p = paths_of_call(
             "shell",
             &json!({"command": ["apply_patch", "*** Begin Patch\n*** Update File: src/x.rs\n@@\n-a\n+b\n*** End Patch"]}),
         );
         assert!(p.contains(&(Access::Modify, "src/x.rs".into())));
-        let w = paths_of_call("bash", &json!({"command": "echo hi > notes/out.txt && cat README.md"}));
+        let w = paths_of_call(
+            "bash",
+            &json!({"command": "echo hi > notes/out.txt && cat README.md"}),
+        );
         assert!(w.contains(&(Access::Modify, "notes/out.txt".into())));
         assert!(w.contains(&(Access::Read, "README.md".into())));
         assert!(paths_of_call("Grep", &json!({"pattern": "x", "path": "src"})).is_empty());

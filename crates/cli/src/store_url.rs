@@ -73,7 +73,11 @@ impl StoreUrl {
 
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &str) -> Result<Arc<dyn SessionStore>> {
-    Ok(Arc::new(pith_store::PostgresStore::connect(url).await.context("cannot connect to Postgres")?))
+    Ok(Arc::new(
+        pith_store::PostgresStore::connect(url)
+            .await
+            .context("cannot connect to Postgres")?,
+    ))
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -88,9 +92,18 @@ mod tests {
     #[test]
     fn parses_every_scheme_and_rejects_others() {
         assert_eq!("memory".parse::<StoreUrl>().unwrap(), StoreUrl::Memory);
-        assert_eq!("sqlite://./pith.db".parse::<StoreUrl>().unwrap(), StoreUrl::Sqlite("./pith.db".into()));
-        assert_eq!("jsonl://d".parse::<StoreUrl>().unwrap(), StoreUrl::Jsonl("d".into()));
-        assert!(matches!("postgres://u@h/db".parse::<StoreUrl>().unwrap(), StoreUrl::Postgres(_)));
+        assert_eq!(
+            "sqlite://./pith.db".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Sqlite("./pith.db".into())
+        );
+        assert_eq!(
+            "jsonl://d".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Jsonl("d".into())
+        );
+        assert!(matches!(
+            "postgres://u@h/db".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Postgres(_)
+        ));
         assert!("mysql://x".parse::<StoreUrl>().is_err());
         assert!("sqlite://".parse::<StoreUrl>().is_err());
     }
