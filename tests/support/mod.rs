@@ -73,6 +73,7 @@ impl Respond for Responder {
 /// One end-to-end environment.
 pub struct Env {
     pub server: MockServer,
+    pub db: std::path::PathBuf,
     pub script: Arc<Script>,
     pub store: Arc<SqliteStore>,
     pub runtime: Runtime,
@@ -109,6 +110,28 @@ pub fn provider_config(base_url: String) -> ProviderConfig {
     )
 }
 
+/// A router whose `mock` provider is the mock server at `uri`; the turn model has `window` tokens.
+pub fn router_for(uri: &str, window: u64) -> ModelRouter {
+    ModelRouter::builder()
+        .openai("mock", provider_config(format!("{uri}/v1")))
+        .model(
+            MODEL,
+            ModelInfo {
+                context_window: window,
+                max_output: 256,
+            },
+        )
+        .model(
+            SUMMARY_MODEL,
+            ModelInfo {
+                context_window: 128_000,
+                max_output: 4_096,
+            },
+        )
+        .build()
+        .unwrap()
+}
+
 /// Starts the mock server and builds a runtime over a SQLite store in a temp dir; the turn model
 /// has `window` tokens.
 pub async fn env(
@@ -125,25 +148,9 @@ pub async fn env(
         .mount(&server)
         .await;
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path().join("pith.db")).await.unwrap());
-    let router = ModelRouter::builder()
-        .openai("mock", provider_config(format!("{}/v1", server.uri())))
-        .model(
-            MODEL,
-            ModelInfo {
-                context_window: window,
-                max_output: 256,
-            },
-        )
-        .model(
-            SUMMARY_MODEL,
-            ModelInfo {
-                context_window: 128_000,
-                max_output: 4_096,
-            },
-        )
-        .build()
-        .unwrap();
+    let db = dir.path().join("pith.db");
+    let store = Arc::new(SqliteStore::open(&db).await.unwrap());
+    let router = router_for(&server.uri(), window);
     let mut builder = Runtime::builder()
         .router(router)
         .store(store.clone())
@@ -154,6 +161,7 @@ pub async fn env(
     }
     Env {
         server,
+        db,
         script,
         store,
         runtime: builder.build().unwrap(),
@@ -216,6 +224,17 @@ pub fn overflow(limit: u64, requested: u64) -> Reply {
     })
 }
 
+/// An overflow answer that states no sizes.
+pub fn overflow_plain() -> Reply {
+    Box::new(|_| {
+        pith_testkit::wire::json_response(
+            400,
+            json!({"error": {"message": "This model's maximum context length was exceeded. Please reduce the length of the messages.",
+                "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+        )
+    })
+}
+
 /// A server error (not retried: the test provider has no retries).
 pub fn server_error() -> Reply {
     Box::new(|_| {
@@ -224,6 +243,24 @@ pub fn server_error() -> Reply {
 }
 
 impl Env {
+    /// The SQLite file of the store.
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self.db.clone()
+    }
+
+    /// Another runtime (a restarted process) over the same mock server, with `store`.
+    pub fn runtime_with(&self, store: Arc<dyn SessionStore>, tools: Vec<Arc<dyn pith::Tool>>) -> Runtime {
+        let mut builder = Runtime::builder()
+            .router(router_for(&self.server.uri(), self.window))
+            .store(store)
+            .compaction(CompactionConfig::default().with_summary_model(SUMMARY_MODEL))
+            .config(RuntimeConfig::default().with_stream(false));
+        for t in tools {
+            builder = builder.tool_arc(t);
+        }
+        builder.build().unwrap()
+    }
+
     /// Request bodies the server received: (turn requests, summary requests).
     pub async fn requests(&self) -> (Vec<Value>, Vec<Value>) {
         let all = pith_testkit::wire::openai_requests(&self.server).await;

@@ -478,16 +478,20 @@ impl<'a> TurnDriver<'a> {
             concurrency: self.rt.config.tool_concurrency,
             timeout: self.rt.config.tool_timeout,
         };
-        let results = exec::run_calls(&self.rt.tools, self.session_id, &calls, limits, &self.cancel).await;
-        for r in results.iter().filter(|r| r.status != exec::CallStatus::Cancelled) {
-            self.tool_calls += 1;
-            self.publish(AgentEvent::ToolResult {
-                session_id: self.session_id,
+        let session_id = self.session_id;
+        let events = self.rt.events.clone();
+        let mut finished = 0u32;
+        let results = exec::run_calls(&self.rt.tools, session_id, &calls, limits, &self.cancel, |r| {
+            finished += 1;
+            events.publish(AgentEvent::ToolResult {
+                session_id,
                 call_id: r.call_id.clone(),
                 name: r.name.clone(),
                 is_error: r.is_error(),
             });
-        }
+        })
+        .await;
+        self.tool_calls += finished;
         self.results = results;
         if self.cancel.is_cancelled() {
             return Next::Event(Event::Cancel);

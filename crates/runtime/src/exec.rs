@@ -79,13 +79,15 @@ pub struct ExecLimits {
 }
 
 /// Runs `calls` with at most `limits.concurrency` at a time and returns one result per call, in
-/// call order. Returns early when `cancel` fires; unfinished calls are then `Cancelled`.
+/// call order; `on_done` sees each result as soon as its call finishes. Returns early when
+/// `cancel` fires; unfinished calls are then `Cancelled` (and not passed to `on_done`).
 pub async fn run_calls(
     registry: &ToolRegistry,
     session_id: SessionId,
     calls: &[CallSpec],
     limits: ExecLimits,
     cancel: &CancellationToken,
+    mut on_done: impl FnMut(&CallResult),
 ) -> Vec<CallResult> {
     let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
     let mut queue = calls.iter().enumerate();
@@ -108,6 +110,7 @@ pub async fn run_calls(
                 break;
             }
             Some((i, r)) = running.next() => {
+                on_done(&r);
                 if let Some(slot) = results.get_mut(i) {
                     *slot = Some(r);
                 }

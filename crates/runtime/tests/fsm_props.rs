@@ -81,7 +81,7 @@ fn answer(action: Action, choice: u8) -> Option<Event> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(ProptestConfig::with_cases(600))]
 
     /// Arbitrary events, valid or not: the turn ends within its step bound, and no request is
     /// compacted more than once per kind, nor any model call preceded by two compactions.

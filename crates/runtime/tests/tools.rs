@@ -88,7 +88,15 @@ async fn calls_run_concurrently_up_to_the_limit_and_keep_their_order() {
         timeout: Duration::from_secs(5),
     };
     let started = tokio::time::Instant::now();
-    let results = run_calls(&r, SessionId::new(), &calls, limits, &CancellationToken::new()).await;
+    let results = run_calls(
+        &r,
+        SessionId::new(),
+        &calls,
+        limits,
+        &CancellationToken::new(),
+        |_| {},
+    )
+    .await;
     assert_eq!(sleepy.peak.load(Ordering::SeqCst), 2);
     let ids: Vec<_> = results.iter().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["c0", "c1", "c2", "c3", "c4", "c5"]);
@@ -117,7 +125,15 @@ async fn errors_timeouts_panics_and_unknown_tools_become_error_results() {
         concurrency: 8,
         timeout: Duration::from_secs(1),
     };
-    let results = run_calls(&r, SessionId::new(), &calls, limits, &CancellationToken::new()).await;
+    let results = run_calls(
+        &r,
+        SessionId::new(),
+        &calls,
+        limits,
+        &CancellationToken::new(),
+        |_| {},
+    )
+    .await;
     let statuses: Vec<_> = results.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses,
@@ -159,7 +175,7 @@ async fn cancellation_keeps_finished_results_and_marks_the_rest() {
         concurrency: 2,
         timeout: Duration::from_secs(60),
     };
-    let results = run_calls(&r, SessionId::new(), &calls, limits, &cancel).await;
+    let results = run_calls(&r, SessionId::new(), &calls, limits, &cancel, |_| {}).await;
     assert_eq!(results[0].status, CallStatus::Ok);
     assert_eq!(results[1].status, CallStatus::Cancelled);
     let msg = results[1].to_message();
