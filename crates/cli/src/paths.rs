@@ -37,13 +37,14 @@ pub fn paths_of_call(name: &str, arguments: &Value) -> BTreeSet<(Access, String)
     };
     let command = args.get("command").and_then(|c| match c {
         Value::String(s) => Some(s.clone()),
-        Value::Array(items) => Some(
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+        Value::Array(items) => {
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            // `["bash", "-lc", "<script>"]`: the script is what runs.
+            match words.as_slice() {
+                [shell, flag, script] if is_shell(shell) && flag.starts_with('-') => Some(script.to_string()),
+                _ => Some(words.join(" ")),
+            }
+        }
         _ => None,
     });
     let sub = args.get("command").and_then(Value::as_str).unwrap_or_default();
@@ -90,6 +91,10 @@ pub fn paths_of_call(name: &str, arguments: &Value) -> BTreeSet<(Access, String)
         }
     }
     out
+}
+
+fn is_shell(word: &str) -> bool {
+    matches!(word.rsplit('/').next().unwrap_or(word), "bash" | "sh" | "zsh")
 }
 
 fn looks_like_path(token: &str) -> bool {

@@ -184,7 +184,10 @@ mod tests {
         );
         let result = Message::tool_result("c", "ok", false);
         assert!(pairs_intact(&[call.clone(), result.clone()]));
-        assert!(!pairs_intact(std::slice::from_ref(&result)), "a result without its call");
+        assert!(
+            !pairs_intact(std::slice::from_ref(&result)),
+            "a result without its call"
+        );
         assert!(
             !pairs_intact(&[call.clone(), Message::user("next")]),
             "a call without its result"
