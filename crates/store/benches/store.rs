@@ -12,7 +12,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use pith_core::{
     CompactionMeta, CompactionStrategy, CompactionTriggerKind, Entry, EntryId, Message, SessionId, Usage,
 };
-use pith_store::{AppendRequest, CommitRequest, CreateSession, JsonlStore, MemoryStore, SessionStore, SqliteStore};
+use pith_store::{
+    AppendRequest, CommitRequest, CreateSession, JsonlStore, MemoryStore, SessionStore, SqliteStore,
+};
 use tokio::runtime::Runtime;
 
 const BATCH: usize = 1_000;
@@ -21,7 +23,11 @@ const TAIL: usize = 20;
 
 fn batch(n: usize) -> Vec<Entry> {
     (0..n)
-        .map(|i| Entry::Message(Message::user(format!("message {i}: the quick brown fox jumps over the lazy dog"))))
+        .map(|i| {
+            Entry::Message(Message::user(format!(
+                "message {i}: the quick brown fox jumps over the lazy dog"
+            )))
+        })
         .collect()
 }
 
@@ -50,7 +56,10 @@ fn meta(tail_start: EntryId, instruction: EntryId) -> CompactionMeta {
 
 /// A session of `SESSION` entries compacted so that the view keeps the last `TAIL`.
 async fn big_session<S: SessionStore>(store: &S) -> SessionId {
-    let record = store.create_session(CreateSession::new("bench/model").with_instruction("be brief")).await.unwrap();
+    let record = store
+        .create_session(CreateSession::new("bench/model").with_instruction("be brief"))
+        .await
+        .unwrap();
     let instruction = store.load_log(record.id).await.unwrap()[0].id();
     let mut tail_start = None;
     for chunk in 0..SESSION / 5_000 {
@@ -58,17 +67,32 @@ async fn big_session<S: SessionStore>(store: &S) -> SessionId {
         if chunk == SESSION / 5_000 - 1 {
             tail_start = Some(entries[5_000 - TAIL].id());
         }
-        store.append(record.id, AppendRequest::new(entries)).await.unwrap();
+        store
+            .append(record.id, AppendRequest::new(entries))
+            .await
+            .unwrap();
     }
     let meta = meta(tail_start.unwrap(), instruction);
-    store.commit_compaction(record.id, CommitRequest { meta, expected_generation: 0 }).await.unwrap();
+    store
+        .commit_compaction(
+            record.id,
+            CommitRequest {
+                meta,
+                expected_generation: 0,
+            },
+        )
+        .await
+        .unwrap();
     record.id
 }
 
 fn bench_backend<S: SessionStore + 'static>(c: &mut Criterion, rt: &Runtime, name: &str, store: Arc<S>) {
     let mut group = c.benchmark_group(format!("append_{BATCH}/{name}"));
     group.throughput(Throughput::Elements(BATCH as u64));
-    let session = rt.block_on(store.create_session(CreateSession::new("bench/model"))).unwrap().id;
+    let session = rt
+        .block_on(store.create_session(CreateSession::new("bench/model")))
+        .unwrap()
+        .id;
     group.bench_function("batch", |b| {
         b.to_async(rt).iter_batched(
             || AppendRequest::new(batch(BATCH)),
@@ -100,7 +124,9 @@ fn stores(c: &mut Criterion) {
     let rt = Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     bench_backend(c, &rt, "memory", Arc::new(MemoryStore::new()));
-    let sqlite = rt.block_on(SqliteStore::open(dir.path().join("bench.db"))).unwrap();
+    let sqlite = rt
+        .block_on(SqliteStore::open(dir.path().join("bench.db")))
+        .unwrap();
     bench_backend(c, &rt, "sqlite", Arc::new(sqlite));
     let jsonl = rt.block_on(JsonlStore::open(dir.path().join("jsonl"))).unwrap();
     bench_backend(c, &rt, "jsonl", Arc::new(jsonl));
