@@ -26,6 +26,15 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`pith … | head`) is not an error of pith's.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
             eprintln!("error: {}", chain.join(": "));

@@ -24,7 +24,7 @@ pub async fn run(store: &StoreUrl, seed: u64, turns: usize, window: u64, json: b
     let report = replay_with_progress(store, input, options, json, "demo").await?;
     print_report(&report, json)?;
     if !json {
-        println!(
+        outln!(
             "\n{} compactions ({} after a provider overflow: compacted and retried); the full history stays \
              in the store — try `pith sessions show {}`",
             report.compactions.len(),

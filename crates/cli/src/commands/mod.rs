@@ -1,5 +1,22 @@
 //! Command-line definitions and dispatch.
 
+/// Writes a line to standard output, returning the I/O error (a closed pipe ends the command
+/// quietly instead of panicking).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// Writes to standard output without a newline; see `outln!`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 mod chat;
 mod demo;
 mod replay;

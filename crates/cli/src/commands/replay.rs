@@ -38,9 +38,9 @@ pub(super) fn progress_bar(json: bool, label: &str) -> ProgressBar {
 /// Prints a report as JSON or as a table.
 pub(super) fn print_report(report: &ReplayReport, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        outln!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print!("{}", report.render());
+        out!("{}", report.render());
     }
     Ok(())
 }
@@ -118,9 +118,9 @@ pub async fn import(store: &StoreUrl, file: &Path, json: bool) -> Result<()> {
             "skipped": imported.report.skipped,
             "synthesized_results": imported.report.synthesized_results,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!(
+        outln!(
             "imported {} entries from {} ({}) into session {}",
             entries,
             file.display(),

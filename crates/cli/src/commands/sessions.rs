@@ -21,13 +21,13 @@ pub async fn run(store: &StoreUrl, action: SessionsAction, json: bool) -> Result
         SessionsAction::List => {
             let sessions = store.list_sessions().await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&sessions)?);
+                outln!("{}", serde_json::to_string_pretty(&sessions)?);
             } else if sessions.is_empty() {
-                println!("no sessions");
+                outln!("no sessions");
             } else {
-                println!("{:<36}  {:<28}  {:>3}  updated", "id", "model", "gen");
+                outln!("{:<36}  {:<28}  {:>3}  updated", "id", "model", "gen");
                 for s in sessions {
-                    println!(
+                    outln!(
                         "{:<36}  {:<28}  {:>3}  {}",
                         s.id,
                         s.model,
@@ -44,15 +44,17 @@ pub async fn run(store: &StoreUrl, action: SessionsAction, json: bool) -> Result
             let breaker = store.breaker(id).await?;
             if json {
                 let out = serde_json::json!({ "view": view, "revisions": revisions, "breaker": breaker });
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                println!(
+                outln!(
                     "session {}  model {}  generation {}",
-                    view.session.id, view.session.model, view.generation
+                    view.session.id,
+                    view.session.model,
+                    view.generation
                 );
-                println!("log entries {}  tail entries {}", view.log_len, view.tail.len());
+                outln!("log entries {}  tail entries {}", view.log_len, view.tail.len());
                 if let Some(meta) = &view.compaction {
-                    println!(
+                    outln!(
                         "latest compaction: {} -> {} tokens ({}, {:?})",
                         meta.tokens_before,
                         meta.tokens_after,
@@ -60,7 +62,7 @@ pub async fn run(store: &StoreUrl, action: SessionsAction, json: bool) -> Result
                         meta.trigger
                     );
                 }
-                println!(
+                outln!(
                     "revisions: {}",
                     revisions
                         .iter()
@@ -68,7 +70,7 @@ pub async fn run(store: &StoreUrl, action: SessionsAction, json: bool) -> Result
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
-                println!(
+                outln!(
                     "circuit: {} ({} consecutive failures)",
                     if breaker.open { "open" } else { "closed" },
                     breaker.consecutive_failures
@@ -111,9 +113,9 @@ pub async fn run(store: &StoreUrl, action: SessionsAction, json: bool) -> Result
             let id = parse_id(&id)?;
             store.delete_session(id).await?;
             if json {
-                println!("{}", serde_json::json!({ "deleted": id.to_string() }));
+                outln!("{}", serde_json::json!({ "deleted": id.to_string() }));
             } else {
-                println!("deleted session {id}");
+                outln!("deleted session {id}");
             }
         }
     }
@@ -162,11 +164,12 @@ pub async fn compact(
         .compact(id, CompactionTrigger::Manual { instructions })
         .await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result.meta)?);
+        let out = serde_json::json!({ "noop": result.noop, "record": result.meta });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else if result.noop {
-        println!("already compacted at generation {}", result.meta.generation);
+        outln!("already compacted at generation {}", result.meta.generation);
     } else {
-        println!(
+        outln!(
             "compacted session {id}: generation {}, {} -> {} tokens ({})",
             result.meta.generation,
             result.tokens_before,
@@ -188,9 +191,9 @@ pub async fn circuit(store: &StoreUrl, action: CircuitAction, json: bool) -> Res
     }
     let state = service.circuit_status(id).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&state)?);
+        outln!("{}", serde_json::to_string_pretty(&state)?);
     } else {
-        println!(
+        outln!(
             "session {id}: circuit {} ({} consecutive failures{})",
             if state.open { "open" } else { "closed" },
             state.consecutive_failures,
