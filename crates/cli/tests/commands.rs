@@ -138,10 +138,7 @@ fn import_stores_a_transcript() {
     let Some(files) = pith_testkit::transcripts::manifest() else {
         return;
     };
-    let (path, _) = files
-        .iter()
-        .find(|(_, e)| e.format.starts_with("codex"))
-        .unwrap();
+    let (path, _) = files.iter().find(|(_, e)| e.format.starts_with("codex")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("pith.db");
     let out = json_of(&pith(&db).args(["--json", "import"]).arg(path).output().unwrap());

@@ -127,6 +127,8 @@ pub struct DumpedView {
     pub summarized: Option<pith_core::EntryRange>,
     /// The messages the model sees right after the compaction (tool outputs clipped as sent).
     pub messages: Vec<Message>,
+    /// The messages the compaction summarised, as recorded (for checking what survived).
+    pub span: Vec<Message>,
 }
 
 /// Replays `input` into `store`.
@@ -249,11 +251,17 @@ pub async fn replay(
             meta.usage.input + meta.usage.output + meta.usage.cache_read + meta.usage.cache_write;
         summary_calls += u64::from(meta.summary_calls);
         if let Some(dir) = &options.dump_views {
+            let span = retention::span(&log, meta)
+                .iter()
+                .filter_map(Entry::as_message)
+                .cloned()
+                .collect();
             let dump = DumpedView {
                 generation: meta.generation,
                 at_call: row.at_call,
                 summarized: meta.summarized,
                 messages,
+                span,
             };
             let path = dir.join(format!("view-{:04}.json", meta.generation));
             let bytes = serde_json::to_vec_pretty(&dump)?;
