@@ -2,7 +2,7 @@
 //! and retries the same request once, automatically.
 //!
 //! Offline by default: a scripted provider answers a few turns, then rejects the next request
-//! with an overflow error stating a 2,048-token window; the runtime summarises the old turns and
+//! with an overflow error stating a 4,096-token window; the runtime summarises the old turns and
 //! the retry succeeds. With `OPENAI_BASE_URL` set, the same session runs against a real
 //! OpenAI-compatible endpoint whose window is declared small (`PITH_WINDOW`, default 4,096), so
 //! compaction happens proactively before the request that would not fit.
@@ -43,10 +43,10 @@ fn router() -> Result<(ModelRouter, String, bool), Box<dyn std::error::Error>> {
     // The provider rejects the next request (a real OpenAI message), the summary call succeeds,
     // and the retried request is answered.
     provider.push_error(ProviderError::ContextOverflow {
-        message: "This model's maximum context length is 2048 tokens. However, your messages resulted in 2600 tokens."
+        message: "This model's maximum context length is 4096 tokens. However, your messages resulted in 4400 tokens."
             .into(),
-        limit: Some(2_048),
-        requested: Some(2_600),
+        limit: Some(4_096),
+        requested: Some(4_400),
     });
     provider.push_text(
         "- The user asked six questions about configuration.\n- Settings live in config.toml.",

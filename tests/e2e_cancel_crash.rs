@@ -118,7 +118,7 @@ async fn cancelling_during_tool_calls_keeps_calls_paired_and_the_session_continu
         .await
         .unwrap();
     assert_eq!(out.text(), "The build was interrupted; build.rs looks fine.");
-    let sizes = env.check_turn_requests().await;
+    let sizes = env.check_turn_requests("You are a build assistant.").await;
     assert_eq!(sizes.len(), 2);
 }
 

@@ -124,5 +124,6 @@ async fn the_circuit_opens_once_fails_turns_cleanly_and_resets() {
     assert_eq!(summaries.len(), 4);
     assert_eq!(turns.len(), 4 + 4 + 2);
     assert_eq!(env.script.remaining(), (0, 0));
-    env.check_turn_requests().await;
+    env.check_turn_requests("You answer questions about the build.")
+        .await;
 }

@@ -96,7 +96,9 @@ async fn a_turn_compacts_between_two_tool_calls_and_every_later_request_fits() {
 
     // Every request is well-formed and fits the window; after the first compaction every request
     // is below the threshold again.
-    let sizes = env.check_turn_requests().await;
+    let sizes = env
+        .check_turn_requests("You are a coding agent. Read files before answering.")
+        .await;
     let threshold = pith::compaction::threshold(window, None).unwrap();
     let compacted_at = turns
         .iter()

@@ -81,6 +81,8 @@ async fn an_overflow_is_compacted_and_the_same_request_retried_once() {
     assert_eq!(turns.len(), 8);
     assert_eq!(summaries.len(), 1);
     assert_eq!(env.script.remaining(), (0, 0));
+    env.check_turn_requests("You answer questions about the build.")
+        .await;
     // The retry is the same request (same input, same instructions), compacted.
     let (failed, retried) = (&turns[6], &turns[7]);
     assert_eq!(last_user_text(failed), "So, what builds it?");
@@ -168,6 +170,8 @@ async fn a_proactive_compaction_that_undercounts_gets_one_reactive_compaction_an
     assert_eq!(turns.len(), 8 + 2, "the compacted request and its one retry");
     assert_eq!(env.script.remaining(), (0, 0));
     pith_testkit::wire::check_openai_request(&turns[9], 2_048);
+    env.check_turn_requests("You answer questions about the build.")
+        .await;
     let generations: Vec<u64> = out.compactions.iter().map(|c| c.generation).collect();
     assert_eq!(generations, [1, 2]);
 }
@@ -196,6 +200,8 @@ async fn a_retry_that_overflows_again_fails_without_a_third_compaction() {
     let (turns, summaries) = env.requests().await;
     assert_eq!(summaries.len(), 2);
     assert_eq!(turns.len(), 10);
+    env.check_turn_requests("You answer questions about the build.")
+        .await;
     let events = drain(&mut rx);
     assert_eq!(
         kinds(&events)

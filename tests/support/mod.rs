@@ -267,12 +267,16 @@ impl Env {
         all.into_iter().partition(|b| b["model"] != "summarizer")
     }
 
-    /// Checks every turn request: tool pairs, instructions first, fits the window.
-    pub async fn check_turn_requests(&self) -> Vec<u64> {
+    /// Checks every turn request: tool calls and results paired, exactly `instructions` first and
+    /// verbatim, the estimate within the window. Returns each request's estimate.
+    pub async fn check_turn_requests(&self, instructions: &str) -> Vec<u64> {
         let (turns, _) = self.requests().await;
         turns
             .iter()
-            .map(|b| pith_testkit::wire::check_openai_request(b, self.window))
+            .map(|b| {
+                pith_testkit::wire::assert_instructions(b, &[instructions]);
+                pith_testkit::wire::check_openai_request(b, self.window)
+            })
             .collect()
     }
 

@@ -60,17 +60,15 @@ fn answer(action: Action, choice: u8) -> Option<Event> {
         Action::Compact(_) => Some(match choice % 3 {
             0 => Event::Compacted { noop: false },
             1 => Event::Compacted { noop: true },
-            _ => Event::CompactionFailed(if choice % 2 == 0 {
-                CompactionFailure::Failed
-            } else {
-                CompactionFailure::CircuitOpen
-            }),
+            _ => Event::CompactionFailed(
+                [CompactionFailure::Failed, CompactionFailure::CircuitOpen][usize::from(choice % 2)],
+            ),
         }),
         Action::CallModel => Some(match choice % 5 {
             0 | 1 => Event::Overflow,
             2 => Event::Replied { tool_calls: true },
             3 => Event::Replied {
-                tool_calls: choice % 7 == 0,
+                tool_calls: choice % 7 < 1,
             },
             _ => Event::ModelFailed,
         }),
