@@ -94,8 +94,24 @@ impl HttpClient {
         }
         let retry_after = retry_after_from_headers(response.headers());
         let text = response.text().await.unwrap_or_default();
+        let text = redact_secrets(&text, &self.headers);
         Err(classify_http(status.as_u16(), &text, retry_after))
     }
+}
+
+/// Removes the values of sensitive headers (API keys) from an error body: some servers echo
+/// the key they rejected, and the body becomes part of an error message that may be logged.
+fn redact_secrets(text: &str, headers: &HeaderMap) -> String {
+    let mut out = text.to_string();
+    for value in headers.values().filter(|v| v.is_sensitive()) {
+        if let Ok(v) = value.to_str() {
+            let secret = v.strip_prefix("Bearer ").unwrap_or(v).trim();
+            if secret.len() >= 8 {
+                out = out.replace(secret, "[redacted]");
+            }
+        }
+    }
+    out
 }
 
 /// A transport failure, with the URL stripped (it is not secret, but errors stay small).
