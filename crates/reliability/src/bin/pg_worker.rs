@@ -64,7 +64,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     while Instant::now() < deadline {
         n += 1;
         let session = sessions[(n as usize) % sessions.len()];
-        let line = if n % 10 == 0 {
+        let line = if n.is_multiple_of(10) {
             match runtime.compact(session, None).await {
                 Ok(r) => json!({"op": "compact", "session": session, "ok": true,
                                 "generation": r.meta.generation, "noop": r.noop}),
