@@ -331,3 +331,69 @@ async fn a_crash_between_reply_and_persist_then_a_rerun_duplicates_nothing() {
         "the rerun saw the persisted step"
     );
 }
+
+#[tokio::test]
+async fn cancelling_during_a_compaction_commits_nothing_and_the_session_continues() {
+    let env = env(
+        8_192,
+        CompactionConfig::default().with_keep_recent_turns(1),
+        RuntimeConfig::default().with_stream(false),
+        vec![],
+    )
+    .await;
+    let rt = &env.runtime;
+    let session = rt
+        .create_session(MODEL, "You are a build assistant.")
+        .await
+        .unwrap();
+    for i in 0..3 {
+        env.script
+            .turn(text(&format!("Answer {i}: {}", "it builds. ".repeat(40))));
+        rt.run_turn(session, format!("Question {i}?"), CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    env.script.turn(overflow_plain());
+    env.script.summary(Box::new(|body| {
+        pith_testkit::wire::json_response(
+            200,
+            pith_testkit::wire::openai_completion("- too late", prompt_tokens(body), 5, 0),
+        )
+        .set_delay(Duration::from_secs(3))
+    }));
+    let cancel = CancellationToken::new();
+    let watcher = cancel_on(rt.subscribe(), cancel.clone(), |e| {
+        matches!(e, AgentEvent::CompactionStarted { .. })
+    });
+    let started = std::time::Instant::now();
+    let err = rt.run_turn(session, "One more?", cancel).await.unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the compaction did not stop"
+    );
+    watcher.await.unwrap();
+    let view = env.store.load_view(session).await.unwrap();
+    assert_eq!(view.generation, 0, "a cancelled compaction commits nothing");
+    assert!(!rt.circuit_status(session).await.unwrap().open);
+    assert_log_pairs(&env.messages(session).await);
+
+    // The next turn continues the same input, compacts and answers.
+    env.script.turn(overflow_plain());
+    env.script.summary(summary("- Three questions about the build."));
+    env.script.turn(text("Yes."));
+    let out = rt
+        .run_turn(session, "One more?", CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(out.resumed);
+    assert_eq!(out.compactions.len(), 1);
+
+    // Deleting the session removes it from the store.
+    rt.delete_session(session).await.unwrap();
+    assert!(env.store.load_view(session).await.is_err());
+    assert!(matches!(
+        rt.run_turn(session, "anyone?", CancellationToken::new()).await,
+        Err(RuntimeError::Store(_))
+    ));
+}

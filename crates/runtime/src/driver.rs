@@ -9,12 +9,13 @@ use std::collections::VecDeque;
 
 use pith_compaction::{CompactionError, CompactionTrigger, OverflowInfo};
 use pith_core::{AgentEvent, Entry, EventSink, Message, SessionId, Usage};
-use pith_router::{ChatRequest, ChatResponse, ProviderError, StreamEvent, StreamSink};
+use pith_router::{ChatRequest, ChatResponse, ProviderError};
 use pith_store::{AppendRequest, StoreError, UsagePurpose, UsageRecord};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{CompactKindName, RuntimeError};
+use crate::events::DeltaSink;
 use crate::exec::{self, CallResult, CallSpec, ExecLimits};
 use crate::fsm::{self, Action, CompactKind, CompactionFailure, Event, FailReason, Notice, TurnState};
 use crate::pipeline::Prepared;
@@ -27,23 +28,6 @@ enum Next {
     Continue,
     /// The next event.
     Event(Event),
-}
-
-/// Publishes streamed text as `TextDelta` events of a session.
-struct DeltaSink<'a> {
-    events: &'a dyn EventSink,
-    session_id: SessionId,
-}
-
-impl StreamSink for DeltaSink<'_> {
-    fn on_event(&self, event: &StreamEvent) {
-        if let StreamEvent::TextDelta { text } = event {
-            self.events.publish(AgentEvent::TextDelta {
-                session_id: self.session_id,
-                text: text.clone(),
-            });
-        }
-    }
 }
 
 /// The state of one running turn.
@@ -258,7 +242,7 @@ impl<'a> TurnDriver<'a> {
             return Next::Continue;
         };
         let results = std::mem::take(&mut self.results);
-        let calls = calls_of(&reply.message);
+        let calls = CallSpec::all_in(&reply.message);
         let mut entries = vec![Entry::Message(reply.message)];
         for call in &calls {
             let result = results
@@ -403,10 +387,7 @@ impl<'a> TurnDriver<'a> {
             estimated_tokens: prepared.context_tokens,
         });
         self.model_requests += 1;
-        let sink = DeltaSink {
-            events: self.rt.events.as_ref(),
-            session_id: self.session_id,
-        };
+        let sink = DeltaSink::new(self.rt.events.as_ref(), self.session_id);
         let router = self.rt.router.clone();
         let span = tracing::info_span!("llm.request", model = %self.model, attempt = self.model_requests);
         let result = tokio::select! {
@@ -463,7 +444,7 @@ impl<'a> TurnDriver<'a> {
         let Some(reply) = self.reply.as_ref() else {
             return Next::Event(Event::ToolsDone);
         };
-        let calls = calls_of(&reply.message);
+        let calls = CallSpec::all_in(&reply.message);
         if self.cancel.is_cancelled() {
             return Next::Event(Event::Cancel);
         }
@@ -498,16 +479,4 @@ impl<'a> TurnDriver<'a> {
         }
         Next::Event(Event::ToolsDone)
     }
-}
-
-/// The tool calls of a reply, in order.
-fn calls_of(message: &Message) -> Vec<CallSpec> {
-    message
-        .tool_calls()
-        .map(|(call_id, name, arguments)| CallSpec {
-            call_id: call_id.to_string(),
-            name: name.to_string(),
-            arguments: arguments.clone(),
-        })
-        .collect()
 }

@@ -6,7 +6,8 @@
 //! events it missed, and then continues with the oldest event still buffered. Events published
 //! while nobody is subscribed are dropped.
 
-use pith_core::{AgentEvent, EventSink};
+use pith_core::{AgentEvent, EventSink, SessionId};
+use pith_router::{StreamEvent, StreamSink};
 use tokio::sync::broadcast;
 
 /// Default number of events buffered per subscriber before it lags.
@@ -46,6 +47,30 @@ impl EventSink for EventBus {
     fn publish(&self, event: AgentEvent) {
         // An error only means nobody is listening right now, which is fine.
         let _ = self.tx.send(event);
+    }
+}
+
+/// Publishes the streamed text of a model reply as `TextDelta` events of one session.
+pub struct DeltaSink<'a> {
+    events: &'a dyn EventSink,
+    session_id: SessionId,
+}
+
+impl<'a> DeltaSink<'a> {
+    /// A sink publishing to `events` on behalf of `session_id`.
+    pub fn new(events: &'a dyn EventSink, session_id: SessionId) -> Self {
+        Self { events, session_id }
+    }
+}
+
+impl StreamSink for DeltaSink<'_> {
+    fn on_event(&self, event: &StreamEvent) {
+        if let StreamEvent::TextDelta { text } = event {
+            self.events.publish(AgentEvent::TextDelta {
+                session_id: self.session_id,
+                text: text.clone(),
+            });
+        }
     }
 }
 

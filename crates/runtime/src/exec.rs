@@ -26,6 +26,20 @@ pub struct CallSpec {
     pub arguments: serde_json::Value,
 }
 
+impl CallSpec {
+    /// The tool calls of a reply, in order.
+    pub fn all_in(message: &Message) -> Vec<CallSpec> {
+        message
+            .tool_calls()
+            .map(|(call_id, name, arguments)| CallSpec {
+                call_id: call_id.to_string(),
+                name: name.to_string(),
+                arguments: arguments.clone(),
+            })
+            .collect()
+    }
+}
+
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallStatus {
