@@ -31,9 +31,9 @@ pub enum CompactionError {
     #[error("compaction circuit is open for this session; reset it to compact again")]
     CircuitOpen,
     /// Even the smallest possible view (or summary request) does not fit.
-    #[error("{what} needs {needed} tokens but only {available} are available")]
+    #[error("{what} do not fit: {needed} needed, {available} available")]
     DoesNotFit {
-        /// What did not fit ("view", "summary request", ...).
+        /// What did not fit, with its unit ("compacted view tokens", "summary calls", ...).
         what: &'static str,
         /// Tokens needed.
         needed: u64,

@@ -91,7 +91,7 @@ impl<'a> Run<'a> {
         }
         if self.calls >= self.job.max_calls {
             return Err(CompactionError::DoesNotFit {
-                what: "summary within max_summary_calls; calls",
+                what: "summary calls (max_summary_calls)",
                 needed: u64::from(self.calls) + 1,
                 available: u64::from(self.job.max_calls),
             }
@@ -160,7 +160,7 @@ impl<'a> Run<'a> {
             let t = counter.count_text(&serialize_messages(std::slice::from_ref(m))) + 1;
             if t > available {
                 return Err(CompactionError::DoesNotFit {
-                    what: "summary request (one message alone) tokens",
+                    what: "summary request tokens for one message alone",
                     needed: overhead + t,
                     available: self.budget.input_budget(),
                 });

@@ -257,9 +257,14 @@ impl CompactionService {
         // provider rejected the view that compaction produced, so it must be compacted further
         // (the idempotency key below still catches a true repeat of a reactive compaction).
         let reactive = matches!(trigger, CompactionTrigger::Reactive(_));
+        // Likewise a proactive one when the view no longer fits (the window was found smaller).
         if let Some(meta) = &view.compaction {
-            let same_log = prune::recorded_log_entries(meta) == Some(log_entries);
-            if same_log && !reactive && prune::recorded_instructions_hash(meta) == instructions_hash {
+            let same_log = prune::recorded_log_entries(meta) == Some(log_entries)
+                && prune::recorded_instructions_hash(meta) == instructions_hash;
+            let fits = matches!(trigger, CompactionTrigger::Manual { .. })
+                || overflow::context_tokens(&view, config.projection, &view.session.tools, counter)
+                    <= threshold;
+            if same_log && !reactive && fits {
                 return Ok(Outcome::Done(CompactionResult::existing(meta.clone())));
             }
         }
@@ -379,7 +384,14 @@ impl CompactionService {
             cancel: cancel.clone(),
             calls: calls.clone(),
         };
-        let output = self.summarize(job, previous).await?;
+        let output = self
+            .summarize(job, previous)
+            .instrument(tracing::info_span!(
+                "compaction.stage",
+                stage = "summary",
+                tokens_before
+            ))
+            .await?;
 
         let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
         let tokens_after = prune::tokens_after(&layout, summary_tokens, &tools, counter);

@@ -47,7 +47,7 @@ fn messages(step: &Step, n: usize) -> Vec<Message> {
             "<system-reminder>note {n}</system-reminder>"
         ))],
         Step::Instruction => vec![Message::new(
-            if n % 2 == 0 { Role::System } else { Role::Developer },
+            if n & 1 == 0 { Role::System } else { Role::Developer },
             vec![Part::text(format!("rule {n}"))],
         )],
         Step::Tools(calls) => {
@@ -108,7 +108,7 @@ fn run(window: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             if !matches!(step, Step::Compact) && n + 1 != last {
                 continue;
             }
-            let trigger = if n % 2 == 0 {
+            let trigger = if n & 1 == 0 {
                 CompactionTrigger::Proactive
             } else {
                 CompactionTrigger::Manual { instructions: None }
