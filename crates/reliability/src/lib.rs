@@ -12,6 +12,8 @@
 //! - [`pause`]: named crash points ([`CrashPoint`]) and wrappers that stop a process at one of
 //!   them ([`PausingStore`], [`PausingSummarizer`]), so a parent can `SIGKILL` it exactly there;
 //! - [`echo`]: [`EchoProvider`], a deterministic model provider usable from any process;
+//! - [`fuzzing`]: the bodies of the fuzz targets (importers, SSE parsers), shared with the
+//!   proptest coverage that runs in CI;
 //! - [`check`]: invariant checks over a stored session (unique entries, strictly increasing
 //!   generations, every revision exports with a valid checksum and fits its window).
 //!
@@ -23,6 +25,7 @@
 pub mod check;
 pub mod echo;
 pub mod faulty;
+pub mod fuzzing;
 pub mod pause;
 
 pub use check::{check_session, CheckError, SessionReport};
