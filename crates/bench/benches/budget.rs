@@ -1,0 +1,131 @@
+//! (b) The per-turn budget check at history sizes of 100, 1k, 10k and 100k entries.
+//!
+//! `cargo bench -p pith-bench --bench budget`. The view holds the whole history (a session
+//! never compacted: the worst case). Each iteration appends one fresh entry — a new reply, as
+//! between two model calls — and runs the check on the grown view, with the runtime's
+//! ContextPipeline warmed on the history before (its per-entry estimates are cached per session).
+//! The view is cut back to its size (and the cache re-warmed, untimed) every 1,000 iterations.
+//!
+//! Functions: `prepare` (ContextPipeline::prepare, what the runtime runs before every model
+//! call), and its parts: `project_trim` (projection + clipping of the request's messages),
+//! `count_signal` (`overflow::view_message_count`), and `context_tokens_uncached`
+//! (`overflow::context_tokens`, the same decision without the cache).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use pith_bench::history;
+use pith_compaction::{overflow, projection, ProjectionStyle};
+use pith_core::{EstimateCounter, Message, StoredView, TokenCounter, Usage};
+use pith_runtime::pipeline::{trim, ContextPipeline};
+
+const SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
+const WINDOW: u64 = 100_000_000;
+const REGROW: usize = 1_000;
+
+fn fresh_reply(i: usize) -> pith_core::Entry {
+    let mut m = Message::assistant(format!("step {i} finished; the tests pass now"));
+    m.usage = Some(Usage::from_openai(3_000 + i as u64 % 1_000, 40, 0));
+    m.into()
+}
+
+struct Fixture {
+    base: usize,
+    view: StoredView,
+    pipeline: ContextPipeline,
+    added: usize,
+}
+
+impl Fixture {
+    fn new(n: usize) -> Self {
+        let counter: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
+        let pipeline = ContextPipeline::new(counter, ProjectionStyle::Reminder, None, 50);
+        let view = history::view(n).unwrap();
+        pipeline.prepare(&view, &view.session.tools, WINDOW).unwrap();
+        Self {
+            base: n,
+            view,
+            pipeline,
+            added: 0,
+        }
+    }
+
+    /// Untimed: the next fresh entry, after cutting the view back when it grew too far.
+    fn next_entry(&mut self) -> pith_core::Entry {
+        if self.view.tail.len() >= self.base + REGROW {
+            self.view.tail.truncate(self.base);
+            let tools = self.view.session.tools.clone();
+            self.pipeline.prepare(&self.view, &tools, WINDOW).unwrap();
+        }
+        self.added += 1;
+        fresh_reply(self.added)
+    }
+}
+
+fn budget_check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("budget_check");
+    group.sample_size(30).measurement_time(Duration::from_secs(3));
+    for n in SIZES {
+        let fixture = RefCell::new(Fixture::new(n));
+        group.bench_with_input(BenchmarkId::new("prepare", n), &n, |b, _| {
+            b.iter_batched(
+                || fixture.borrow_mut().next_entry(),
+                |entry| {
+                    let mut f = fixture.borrow_mut();
+                    f.view.tail.push(entry);
+                    let f = &*f;
+                    f.pipeline
+                        .prepare(&f.view, &f.view.session.tools, WINDOW)
+                        .unwrap()
+                        .budget
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new("project_trim", n), &n, |b, _| {
+            b.iter_batched(
+                || fixture.borrow_mut().next_entry(),
+                |entry| {
+                    let mut f = fixture.borrow_mut();
+                    f.view.tail.push(entry);
+                    trim(projection::project(&f.view, ProjectionStyle::Reminder)).len()
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new("count_signal", n), &n, |b, _| {
+            b.iter_batched(
+                || fixture.borrow_mut().next_entry(),
+                |entry| {
+                    let mut f = fixture.borrow_mut();
+                    f.view.tail.push(entry);
+                    overflow::view_message_count(&f.view)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new("context_tokens_uncached", n), &n, |b, _| {
+            b.iter_batched(
+                || fixture.borrow_mut().next_entry(),
+                |entry| {
+                    let mut f = fixture.borrow_mut();
+                    f.view.tail.push(entry);
+                    overflow::context_tokens(
+                        &f.view,
+                        ProjectionStyle::Reminder,
+                        &f.view.session.tools,
+                        &EstimateCounter,
+                    )
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, budget_check);
+criterion_main!(benches);
