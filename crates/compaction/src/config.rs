@@ -74,6 +74,22 @@ pub enum ConfigError {
     /// `max_messages` is too small for the count signal to make progress.
     #[error("max_messages {0} must be at least 2 so a compaction can keep max_messages / 2 messages")]
     MaxMessagesTooSmall(usize),
+    /// `threshold_ratio` is outside (0, 1).
+    #[error("threshold_ratio {0} must be greater than 0 and smaller than 1")]
+    ThresholdRatio(f64),
+}
+
+/// What a compaction keeps verbatim after the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum TailPolicy {
+    /// The most recent turns within the tail budget (pith's and pi's policy).
+    #[default]
+    RecentTurns,
+    /// No conversation message at all: the summary covers everything, and the most recent user
+    /// messages within `keep_recent_tokens` follow it verbatim, in order (Codex's policy: the tool
+    /// history is dropped, so no tool pair can ever be split).
+    UserMessages,
 }
 
 /// Opt-in relevance selection: a grader picks which groups of the span reach the summarizer.
@@ -129,6 +145,15 @@ pub struct CompactionConfig {
     pub summarizer: Option<Arc<dyn Summarizer>>,
     /// Opt-in relevance selection (off by default: no grader request is made).
     pub relevance: Option<RelevanceConfig>,
+    /// Whether the count signal (`max_messages`) can trigger a compaction (on by default).
+    pub count_signal: bool,
+    /// Compact at this share of the window instead of the reserve rule (`None`: the reserve rule).
+    pub threshold_ratio: Option<f64>,
+    /// What is kept verbatim after the summary.
+    pub tail_policy: TailPolicy,
+    /// The artifact ledger: paths, user messages, errors and decisions of every summarised span,
+    /// carried forward and appended to the handoff (on by default).
+    pub ledger: bool,
 }
 
 impl std::fmt::Debug for CompactionConfig {
@@ -155,6 +180,10 @@ impl std::fmt::Debug for CompactionConfig {
                     .unwrap_or("model"),
             )
             .field("relevance", &self.relevance.is_some())
+            .field("count_signal", &self.count_signal)
+            .field("threshold_ratio", &self.threshold_ratio)
+            .field("tail_policy", &self.tail_policy)
+            .field("ledger", &self.ledger)
             .finish()
     }
 }
@@ -176,6 +205,10 @@ impl Default for CompactionConfig {
             projection: ProjectionStyle::Reminder,
             summarizer: None,
             relevance: None,
+            count_signal: true,
+            threshold_ratio: None,
+            tail_policy: TailPolicy::RecentTurns,
+            ledger: true,
         }
     }
 }
@@ -270,9 +303,75 @@ impl CompactionConfig {
         self
     }
 
+    /// pi's policy: reserve 16,384 (15% fallback), keep the newest 20,000 tokens (scaled to at most
+    /// 40% of the threshold), no turn limit, no count signal, no artifact ledger.
+    ///
+    /// For comparing pith's defaults with the policy of the pi coding agent on the same sessions.
+    pub fn pi() -> Self {
+        Self::default()
+            .with_reserve_tokens(DEFAULT_RESERVE_TOKENS)
+            .with_keep_recent_tokens(20_000)
+            .with_keep_recent_turns(usize::MAX)
+            .with_count_signal(false)
+            .with_ledger(false)
+    }
+
+    /// Codex's policy: compact at 90% of the window; the new view is the instructions, a summary
+    /// of everything and the most recent user messages within 20,000 tokens (the tool history is
+    /// dropped); no count signal, no artifact ledger.
+    ///
+    /// For comparing pith's defaults with the policy of the Codex CLI on the same sessions.
+    pub fn codex() -> Self {
+        Self::default()
+            .with_threshold_ratio(0.9)
+            .with_keep_recent_tokens(20_000)
+            .with_tail_policy(TailPolicy::UserMessages)
+            .with_count_signal(false)
+            .with_ledger(false)
+    }
+
+    /// Turns the count signal on or off (off: only tokens trigger a compaction).
+    pub fn with_count_signal(mut self, enabled: bool) -> Self {
+        self.count_signal = enabled;
+        self
+    }
+
+    /// Compacts at `ratio` × window instead of the reserve rule (must be in (0, 1)).
+    pub fn with_threshold_ratio(mut self, ratio: f64) -> Self {
+        self.threshold_ratio = Some(ratio);
+        self
+    }
+
+    /// Chooses what is kept verbatim after the summary.
+    pub fn with_tail_policy(mut self, policy: TailPolicy) -> Self {
+        self.tail_policy = policy;
+        self
+    }
+
+    /// Turns the artifact ledger on or off.
+    pub fn with_ledger(mut self, enabled: bool) -> Self {
+        self.ledger = enabled;
+        self
+    }
+
+    /// The message count over which the count signal fires (`usize::MAX` when it is off).
+    pub fn effective_max_messages(&self) -> usize {
+        if self.count_signal {
+            self.max_messages
+        } else {
+            usize::MAX
+        }
+    }
+
+    /// The threshold a context may grow to under `window`: `threshold_ratio` × window when set,
+    /// else the reserve rule of [`crate::overflow::threshold`].
+    pub fn threshold(&self, window: u64) -> Result<u64, ConfigError> {
+        crate::overflow::threshold_with_ratio(window, self.reserve_tokens, self.threshold_ratio)
+    }
+
     /// Checks the configuration against a model's window.
     pub fn validate(&self, window: u64) -> Result<(), ConfigError> {
-        crate::overflow::threshold(window, self.reserve_tokens)?;
+        self.threshold(window)?;
         if !(self.target_ratio > 0.0 && self.target_ratio <= 1.0) {
             return Err(ConfigError::TargetRatio(self.target_ratio));
         }
@@ -288,7 +387,7 @@ impl CompactionConfig {
         if self.max_summary_calls == 0 {
             return Err(ConfigError::Zero("max_summary_calls"));
         }
-        if self.max_messages < 2 {
+        if self.count_signal && self.max_messages < 2 {
             return Err(ConfigError::MaxMessagesTooSmall(self.max_messages));
         }
         Ok(())

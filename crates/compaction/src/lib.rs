@@ -18,14 +18,17 @@
 
 #![warn(missing_docs)]
 
+pub mod artifacts;
 pub mod breaker;
 pub mod budget;
 pub mod config;
 pub mod deterministic;
 pub mod error;
+pub mod ledger;
 pub mod model;
 pub mod overflow;
 pub mod plan;
+pub mod policy;
 pub mod projection;
 pub mod prompt;
 pub mod prune;
@@ -35,9 +38,12 @@ pub mod service;
 pub mod summary;
 pub mod trigger;
 
-pub use config::{CompactionConfig, ConfigError, IncrementalMode, ProjectionStyle, RelevanceConfig};
+pub use config::{
+    CompactionConfig, ConfigError, IncrementalMode, ProjectionStyle, RelevanceConfig, TailPolicy,
+};
 pub use deterministic::DeterministicSummarizer;
 pub use error::CompactionError;
+pub use ledger::Ledger;
 pub use model::ModelSummarizer;
 pub use overflow::{decide, threshold, Decision};
 pub use projection::project;

@@ -31,6 +31,21 @@ pub fn threshold(window: u64, reserve: Option<u64>) -> Result<u64, ConfigError> 
     Ok(window - reserve)
 }
 
+/// The threshold with an optional ratio: `ratio` × window (floored, at least 1) when set, else
+/// [`threshold`]'s reserve rule. A ratio outside (0, 1) is an error.
+pub fn threshold_with_ratio(
+    window: u64,
+    reserve: Option<u64>,
+    ratio: Option<f64>,
+) -> Result<u64, ConfigError> {
+    match ratio {
+        None => threshold(window, reserve),
+        Some(r) if !(r > 0.0 && r < 1.0) => Err(ConfigError::ThresholdRatio(r)),
+        Some(_) if window == 0 => Err(ConfigError::ZeroWindow),
+        Some(r) => Ok(((window as f64 * r).floor() as u64).max(1)),
+    }
+}
+
 /// Tokens of one message as it is sent: tool-result bodies measured after the clipping rule.
 pub fn message_tokens(counter: &dyn TokenCounter, message: &Message) -> u64 {
     message
@@ -179,7 +194,7 @@ pub fn decide(
     window: u64,
     config: &CompactionConfig,
 ) -> Result<Decision, ConfigError> {
-    let threshold = threshold(window, config.reserve_tokens)?;
+    let threshold = config.threshold(window)?;
     let context_tokens = context_tokens(view, config.projection, tools, counter);
     if context_tokens > threshold {
         return Ok(Decision::Tokens {
@@ -188,7 +203,7 @@ pub fn decide(
         });
     }
     let messages = view_message_count(view);
-    if messages > config.max_messages {
+    if messages > config.effective_max_messages() {
         return Ok(Decision::Count {
             messages,
             max_messages: config.max_messages,

@@ -8,7 +8,7 @@
 
 use pith_core::{Message, StoredView, TokenCounter, ToolDeclaration};
 
-use crate::config::CompactionConfig;
+use crate::config::{CompactionConfig, TailPolicy};
 use crate::error::CompactionError;
 use crate::overflow::{self, message_tokens};
 use crate::projection::{recent_reminders, MAX_RETAINED_REMINDERS};
@@ -47,6 +47,9 @@ pub struct Plan<'a> {
     pub target: u64,
     /// How much more the provider counts than the local estimate (≥ 1).
     pub calibration: f64,
+    /// Tokens the handoff may add after the summary (the artifact ledger, or the user messages of
+    /// [`TailPolicy::UserMessages`]); the layout fits the target with them.
+    pub appendix_budget: u64,
 }
 
 /// How many times more tokens the provider counted than the local estimate (1 when it did not).
@@ -102,19 +105,43 @@ pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionErro
     let bound = prune::summary_overhead(style, input.counter) + config.max_summary_tokens;
     let size = |l: &Layout<'_>| prune::tokens_after(l, bound, input.tools, input.counter);
 
+    let done = |l, appendix| Ok(finish(l, tokens_before, target, ratio, appendix));
+
+    if config.tail_policy == TailPolicy::UserMessages {
+        // Nothing kept verbatim: the user messages ride in the handoff, within what is left.
+        let all = input.msgs.len();
+        for limit in (0..=MAX_RETAINED_REMINDERS).rev() {
+            let l = layout(input.view, input.msgs, all, limit);
+            if size(&l) <= target {
+                let appendix = config.keep_recent_tokens.min(target - size(&l));
+                return done(l, appendix);
+            }
+        }
+        let minimal = layout(input.view, input.msgs, all, 0);
+        prune::validate(size(&minimal), input.threshold, target)?;
+        return done(minimal, 0);
+    }
+
+    let last = latest_cut(&valid).max(first);
+    let reserve = if config.ledger {
+        crate::ledger::reserve(input.view, &input.msgs[..last], input.threshold, input.counter)
+    } else {
+        0
+    };
     let mut cut = Some(first);
     while let Some(k) = cut {
         let l = layout(input.view, input.msgs, k, MAX_RETAINED_REMINDERS);
-        if size(&l) <= target {
-            return Ok(finish(l, tokens_before, target, ratio));
+        if size(&l) + reserve <= target {
+            return done(l, reserve);
         }
         cut = next_cut(&valid, k);
     }
-    let last = latest_cut(&valid).max(first);
-    for limit in (0..MAX_RETAINED_REMINDERS).rev() {
+    // The smallest tail: the ledger shrinks to what is left before any reminder is dropped.
+    for limit in (0..=MAX_RETAINED_REMINDERS).rev() {
         let l = layout(input.view, input.msgs, last, limit);
         if size(&l) <= target {
-            return Ok(finish(l, tokens_before, target, ratio));
+            let appendix = reserve.min(target - size(&l));
+            return done(l, appendix);
         }
     }
     let minimal = layout(input.view, input.msgs, last, 0);
@@ -125,11 +152,18 @@ pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionErro
     })
 }
 
-fn finish(layout: Layout<'_>, tokens_before: u64, target: u64, calibration: f64) -> Option<Plan<'_>> {
+fn finish(
+    layout: Layout<'_>,
+    tokens_before: u64,
+    target: u64,
+    calibration: f64,
+    appendix_budget: u64,
+) -> Option<Plan<'_>> {
     (!layout.is_empty()).then_some(Plan {
         layout,
         tokens_before,
         target,
         calibration,
+        appendix_budget,
     })
 }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::breaker;
-use crate::config::{CompactionConfig, IncrementalMode};
+use crate::config::{CompactionConfig, IncrementalMode, TailPolicy};
 use crate::error::CompactionError;
 use crate::model::ModelSummarizer;
 use crate::overflow::{self, Decision};
@@ -249,7 +249,7 @@ impl CompactionService {
         }
         let window = self.router.context_window(&model);
         config.validate(window)?;
-        let threshold = overflow::threshold(window, config.reserve_tokens)?;
+        let threshold = config.threshold(window)?;
         let instructions_hash = prune::instructions_hash(trigger.instructions());
         let log_entries = view.log_len.saturating_sub(view.generation);
 
@@ -305,7 +305,7 @@ impl CompactionService {
             counter,
             config,
             threshold,
-            count_fired: overflow::view_message_count(&view) > config.max_messages,
+            count_fired: overflow::view_message_count(&view) > config.effective_max_messages(),
             requested,
         });
         let Plan {
@@ -313,6 +313,7 @@ impl CompactionService {
             tokens_before,
             target,
             calibration,
+            appendix_budget,
         } = match plan {
             Ok(Some(p)) => p,
             Ok(None) => return existing_or_empty(&view),
@@ -345,7 +346,10 @@ impl CompactionService {
 
         // The span to summarise: the delta (incremental) or everything before the cut.
         let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
-        let mut previous = view.compaction.as_ref().map(|m| m.summary.clone());
+        let mut previous = view
+            .compaction
+            .as_ref()
+            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string());
         if !config.enable_incremental && view.compaction.is_some() {
             let log = self
                 .store
@@ -393,6 +397,10 @@ impl CompactionService {
             ))
             .await?;
 
+        let (text, ledger) = self
+            .appendix(session, &view, &layout, &output.text, appendix_budget, threshold)
+            .await?;
+        let output = crate::summary::SummaryOutput { text, ..output };
         let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
         let tokens_after = prune::tokens_after(&layout, summary_tokens, &tools, counter);
         prune::validate(tokens_after, threshold, target)?;
@@ -421,6 +429,8 @@ impl CompactionService {
             log_entries,
             instructions_hash,
         });
+        let mut meta = meta;
+        crate::ledger::attach(&mut meta, ledger.as_ref());
         let generation = self
             .store
             .commit_compaction(
@@ -446,6 +456,38 @@ impl CompactionService {
             summary_calls: meta.summary_calls,
             meta,
         }))
+    }
+
+    /// The handoff text: the summary, then the user messages ([`TailPolicy::UserMessages`]) or the
+    /// artifact ledger (what the summary misses), within `budget` tokens; and the ledger to carry.
+    async fn appendix(
+        &self,
+        session: SessionId,
+        view: &pith_core::StoredView,
+        layout: &crate::prune::Layout<'_>,
+        summary: &str,
+        budget: u64,
+        threshold: u64,
+    ) -> Result<(String, Option<crate::ledger::Ledger>), CompactionError> {
+        let counter = self.counter.as_ref();
+        let summary = summary.trim_end();
+        if self.config.tail_policy == TailPolicy::UserMessages {
+            let log = self
+                .store
+                .load_log(session)
+                .await
+                .map_err(CompactionError::PersistFailed)?;
+            let users = crate::policy::user_messages(&log);
+            let block = crate::policy::render_user_messages(&users, budget, counter);
+            return Ok((format!("{summary}{block}"), None));
+        }
+        if !self.config.ledger {
+            return Ok((summary.to_string(), None));
+        }
+        let ledger = crate::ledger::carried(view, &layout.span);
+        let user_budget = crate::ledger::user_budget(threshold);
+        let rendered = ledger.render(summary, budget, user_budget, counter);
+        Ok((format!("{summary}{rendered}"), Some(ledger)))
     }
 
     /// Runs the summarizer in the configured incremental mode.

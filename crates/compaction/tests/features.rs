@@ -26,7 +26,8 @@ async fn the_three_projection_styles_and_the_handoff_reasoning_marker() {
     messages.extend(turns(0, 12, 1_500));
     let id = h.session(messages).await;
     h.summary("THE SUMMARY");
-    h.service(CompactionConfig::default())
+    // The exact handoff text is checked: no artifact ledger after it.
+    h.service(CompactionConfig::default().with_ledger(false))
         .compact(id, manual())
         .await
         .unwrap();
@@ -146,7 +147,9 @@ async fn relevance_selection_off_adds_no_request_and_on_drops_ungraded_groups() 
     h.summary("3");
     h.summary("graded summary");
     let grader = Arc::new(ModelGrader::new(h.router.clone(), MODEL));
-    let config = CompactionConfig::default().with_relevance(RelevanceConfig::new(grader));
+    let config = CompactionConfig::default()
+        .with_ledger(false)
+        .with_relevance(RelevanceConfig::new(grader));
     let result = h.service(config).compact(id, manual()).await.unwrap();
     assert_eq!(result.meta.summary, "graded summary");
     let requests = h.provider.requests();

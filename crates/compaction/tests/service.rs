@@ -44,7 +44,7 @@ async fn the_second_incremental_compaction_sends_only_the_delta_and_the_previous
     let id = h.session(turns(0, 12, 2_000)).await;
     h.summary("SUMMARY-ONE");
     h.summary("SUMMARY-TWO");
-    let service = h.service(CompactionConfig::default());
+    let service = h.service(CompactionConfig::default().with_ledger(false));
     let first = service.compact(id, manual()).await.unwrap();
     let kept_first = first.meta.tail_start.unwrap();
     append(h.store.as_ref(), id, turns(100, 108, 2_000)).await;
@@ -98,6 +98,7 @@ async fn a_summary_model_window_smaller_than_the_span_gives_chunks_then_a_merge(
         h.summary(&format!("chunk summary {i}"));
     }
     let config = CompactionConfig::default()
+        .with_ledger(false)
         .with_summary_model("scripted/small")
         .with_max_summary_calls(40);
     let result = h.service(config).compact(id, manual()).await.unwrap();
@@ -247,6 +248,7 @@ async fn append_mode_concatenates_then_merges_past_max_summary_tokens() {
     let h = Harness::new(32_000);
     let id = h.session(turns(0, 12, 1_000)).await;
     let config = CompactionConfig::default()
+        .with_ledger(false)
         .with_incremental_mode(IncrementalMode::Append)
         .with_max_summary_tokens(60);
     let service = h.service(config);

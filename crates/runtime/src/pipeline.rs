@@ -115,6 +115,7 @@ pub struct ContextPipeline {
     style: ProjectionStyle,
     reserve: Option<u64>,
     max_messages: usize,
+    threshold_ratio: Option<f64>,
     cache: Mutex<HashMap<SessionId, TailCache>>,
 }
 
@@ -142,8 +143,16 @@ impl ContextPipeline {
             style,
             reserve,
             max_messages,
+            threshold_ratio: None,
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Compacts at `ratio` × window instead of the reserve rule (the compaction crate's
+    /// `threshold_ratio`; `None`: the reserve rule).
+    pub fn with_threshold_ratio(mut self, ratio: Option<f64>) -> Self {
+        self.threshold_ratio = ratio;
+        self
     }
 
     /// Builds the request for `view` under `window` and decides its budget.
@@ -153,7 +162,7 @@ impl ContextPipeline {
         tools: &[ToolDeclaration],
         window: u64,
     ) -> Result<Prepared, ConfigError> {
-        let threshold = overflow::threshold(window, self.reserve)?;
+        let threshold = overflow::threshold_with_ratio(window, self.reserve, self.threshold_ratio)?;
         let messages = trim(projection::project(view, self.style));
         let (estimate, context_tokens) = self.measure(view, tools);
         let message_count = overflow::view_message_count(view);

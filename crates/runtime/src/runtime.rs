@@ -139,8 +139,9 @@ impl RuntimeBuilder {
             counter.clone(),
             self.compaction.projection,
             self.compaction.reserve_tokens,
-            self.compaction.max_messages,
-        );
+            self.compaction.effective_max_messages(),
+        )
+        .with_threshold_ratio(self.compaction.threshold_ratio);
         let sink: Arc<dyn EventSink> = events.clone();
         let compaction = CompactionService::new(router.clone(), store.clone(), self.compaction)
             .with_events(sink)

@@ -163,7 +163,8 @@ pub async fn replay(
         Some(model) => config.with_summary_model(model.clone()),
         None => config.with_deterministic_summarizer(),
     };
-    let threshold = pith_compaction::threshold(options.window, config.reserve_tokens)
+    let threshold = config
+        .threshold(options.window)
         .map_err(|e| anyhow::anyhow!("invalid window {}: {e}", options.window))?;
     let style: ProjectionStyle = config.projection;
     let results = Arc::new(tools::RecordedResults::new(script.results.clone()));

@@ -30,12 +30,8 @@ impl Policy {
     pub fn config(self) -> CompactionConfig {
         match self {
             Policy::Pith => CompactionConfig::default(),
-            Policy::Pi => CompactionConfig::default()
-                .with_reserve_tokens(16_384)
-                .with_keep_recent_tokens(20_000)
-                .with_keep_recent_turns(usize::MAX)
-                .with_max_messages(usize::MAX),
-            Policy::Codex => CompactionConfig::default(),
+            Policy::Pi => CompactionConfig::pi(),
+            Policy::Codex => CompactionConfig::codex(),
         }
     }
 }

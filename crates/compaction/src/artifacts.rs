@@ -1,0 +1,257 @@
+//! File paths a tool call reads, modifies or creates, for the artifact ledger.
+//!
+//! Covers the common tool shapes and the tool names of Claude Code (Read, Edit, Write, MultiEdit,
+//! NotebookEdit, Bash), pi (read, edit, write, bash), Codex (shell with a command array such as
+//! `["bash", "-lc", "sed -n 1,200p f"]`, apply_patch bodies with `*** Update File: p`), SWE-agent
+//! (str_replace_editor, open, edit, create) and OpenHands actions (read, edit, write, run). Shell
+//! commands are scanned for reading programs (`cat`, `sed -n`, `head`, `tail`, `nl`, …), in-place
+//! edits (`sed -i`), output redirections and patch headers. Glob and Grep name directories and
+//! patterns, not files, and are not counted.
+
+use serde_json::Value;
+
+/// How a call uses a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// The file is read.
+    Read,
+    /// The file is changed.
+    Modify,
+    /// The file is written whole or added (it may be new).
+    Create,
+}
+
+const PATH_KEYS: &[&str] = &[
+    "file_path",
+    "path",
+    "filePath",
+    "file",
+    "filename",
+    "notebook_path",
+    "target_file",
+];
+
+const READ_TOOLS: &[&str] = &[
+    "read",
+    "read_file",
+    "view",
+    "open",
+    "cat",
+    "view_file",
+    "fileread",
+];
+const MODIFY_TOOLS: &[&str] = &[
+    "edit",
+    "multiedit",
+    "edit_file",
+    "str_replace",
+    "notebookedit",
+    "fileedit",
+    "str_replace_based_edit_tool",
+];
+const CREATE_TOOLS: &[&str] = &["write", "write_file", "create", "create_file", "filewrite"];
+const SHELL_TOOLS: &[&str] = &[
+    "bash",
+    "shell",
+    "exec_command",
+    "local_shell",
+    "execute_bash",
+    "run",
+    "cmdrun",
+    "terminal",
+];
+const READ_PROGRAMS: &[&str] = &["cat", "head", "tail", "nl", "less", "more", "sed", "bat", "wc"];
+
+/// Arguments as an object (providers sometimes send them as a JSON string).
+fn parsed(arguments: &Value) -> Value {
+    match arguments {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        other => other.clone(),
+    }
+}
+
+/// The shell script a call runs, if it is one: a `command`/`cmd` string, or a command array
+/// (`["bash", "-lc", script]` runs `script`).
+pub fn command_of(arguments: &Value) -> Option<String> {
+    let args = parsed(arguments);
+    let command = args.get("command").or_else(|| args.get("cmd"))?;
+    match command {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => {
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [shell, flag, script] if is_shell(shell) && flag.starts_with('-') => Some(script.to_string()),
+                _ => Some(words.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The path a call names under one of the usual argument keys.
+pub fn named_path(arguments: &Value) -> Option<String> {
+    let args = parsed(arguments);
+    PATH_KEYS
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+fn is_shell(word: &str) -> bool {
+    matches!(word.rsplit('/').next().unwrap_or(word), "bash" | "sh" | "zsh")
+}
+
+/// The paths a tool call names, with how it uses them (deduplicated, in a stable order).
+pub fn paths_of_call(name: &str, arguments: &Value) -> Vec<(Access, String)> {
+    let mut out: Vec<(Access, String)> = Vec::new();
+    let mut add = |access: Access, path: String| {
+        if !path.is_empty() && !out.iter().any(|(a, p)| *a == access && *p == path) {
+            out.push((access, path));
+        }
+    };
+    let lower = name.to_ascii_lowercase();
+    let args = parsed(arguments);
+    let sub = args.get("command").and_then(Value::as_str).unwrap_or_default();
+    let editor = lower == "str_replace_editor" || lower == "str_replace_based_edit_tool";
+    let access = if READ_TOOLS.contains(&lower.as_str()) || (editor && sub == "view") {
+        Some(Access::Read)
+    } else if editor && sub == "create" || CREATE_TOOLS.contains(&lower.as_str()) {
+        Some(Access::Create)
+    } else if editor || MODIFY_TOOLS.contains(&lower.as_str()) {
+        Some(Access::Modify)
+    } else {
+        None
+    };
+    if let (Some(access), Some(path)) = (access, named_path(&args)) {
+        add(access, path);
+    }
+    if SHELL_TOOLS.contains(&lower.as_str()) {
+        if let Some(script) = command_of(&args) {
+            for (a, p) in shell_paths(&script) {
+                add(a, p);
+            }
+        }
+    }
+    if lower == "apply_patch" {
+        let body = args.get("input").and_then(Value::as_str).or(args.as_str());
+        if let Some(body) = body {
+            for (a, p) in patch_paths(body) {
+                add(a, p);
+            }
+        }
+    }
+    out
+}
+
+fn unquote(token: &str) -> &str {
+    token.trim_matches(|c| c == '"' || c == '\'')
+}
+
+fn is_path_like(token: &str) -> bool {
+    let t = unquote(token);
+    !t.is_empty()
+        && !t.starts_with('-')
+        && (t.contains('/') || t.contains('.'))
+        && t.chars().all(|c| c.is_alphanumeric() || "/._-~+@".contains(c))
+        && t.chars().any(char::is_alphabetic)
+}
+
+/// Paths in a shell script: read programs' file operands, `sed -i` targets, redirections and
+/// patch headers.
+fn shell_paths(script: &str) -> Vec<(Access, String)> {
+    let mut out = patch_paths(script);
+    for segment in script.split(['|', ';', '&', '\n']) {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        for pair in words.windows(2) {
+            if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
+                out.push((Access::Modify, unquote(pair[1]).to_string()));
+            }
+        }
+        let Some(start) = words.iter().position(|w| !w.contains('=')) else {
+            continue;
+        };
+        let program = words[start].rsplit('/').next().unwrap_or(words[start]);
+        if !READ_PROGRAMS.contains(&program) {
+            continue;
+        }
+        let in_place = program == "sed" && words.iter().any(|w| w.starts_with("-i"));
+        let access = if in_place { Access::Modify } else { Access::Read };
+        for w in &words[start + 1..] {
+            if matches!(*w, ">" | ">>" | "<") {
+                break;
+            }
+            if is_path_like(w) && !w.starts_with("s/") && !w.contains(',') {
+                out.push((access, unquote(w).to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Files named by `*** Update File:`, `*** Add File:` and `*** Delete File:` patch headers.
+fn patch_paths(text: &str) -> Vec<(Access, String)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        for (prefix, access) in [
+            ("*** Update File: ", Access::Modify),
+            ("*** Add File: ", Access::Create),
+            ("*** Delete File: ", Access::Modify),
+        ] {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                out.push((access, rest.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn has(out: &[(Access, String)], access: Access, path: &str) -> bool {
+        out.iter().any(|(a, p)| *a == access && p == path)
+    }
+
+    #[test]
+    fn tool_shapes_of_the_common_agents() {
+        assert!(has(
+            &paths_of_call("Read", &json!({"file_path": "/r/a.rs"})),
+            Access::Read,
+            "/r/a.rs"
+        ));
+        assert!(has(
+            &paths_of_call("edit", &json!({"path": "b.rs"})),
+            Access::Modify,
+            "b.rs"
+        ));
+        assert!(has(
+            &paths_of_call("Write", &json!({"file_path": "c.rs"})),
+            Access::Create,
+            "c.rs"
+        ));
+        let sed = paths_of_call(
+            "shell",
+            &json!({"command": ["bash", "-lc", "sed -n 1,200p src/lib.rs"]}),
+        );
+        assert!(has(&sed, Access::Read, "src/lib.rs"));
+        let patch = paths_of_call(
+            "shell",
+            &json!({"command": ["apply_patch", "*** Begin Patch\n*** Update File: src/x.rs\n*** End Patch"]}),
+        );
+        assert!(has(&patch, Access::Modify, "src/x.rs"));
+        let swe = paths_of_call(
+            "str_replace_editor",
+            &json!({"command": "create", "path": "/testbed/t.py"}),
+        );
+        assert!(has(&swe, Access::Create, "/testbed/t.py"));
+        let redirect = paths_of_call("bash", &json!({"command": "echo hi > out.txt && cat README.md"}));
+        assert!(has(&redirect, Access::Modify, "out.txt"));
+        assert!(has(&redirect, Access::Read, "README.md"));
+        assert!(paths_of_call("Grep", &json!({"pattern": "x", "path": "src"})).is_empty());
+        let string_args = paths_of_call("read", &json!("{\"path\": \"s.rs\"}"));
+        assert!(has(&string_args, Access::Read, "s.rs"));
+    }
+}

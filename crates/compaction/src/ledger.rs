@@ -1,0 +1,465 @@
+//! The artifact ledger: what a summary must never lose, extracted without a model.
+//!
+//! From every summarised span the ledger collects the files read, modified and created (from the
+//! arguments of the common tool shapes, see [`crate::artifacts`]), the user's messages verbatim,
+//! the last error of each failing command (the tail of its output, where the error is) and the
+//! decisions the user stated. It is stored in [`CompactionMeta::extra`] under
+//! [`EXTRA_LEDGER`], merged into the next compaction's ledger (deduplicated, most recent last,
+//! bounded) and rendered after the summary: whatever the summary already names is skipped, the
+//! rest is appended. The rendering is bounded by a token budget, filled in priority order
+//! (modified and created paths, read paths, user messages, errors, decisions), so a view with a
+//! ledger still fits its target.
+
+use pith_core::{CompactionMeta, Message, Part, Role, StoredView, TokenCounter};
+use serde::{Deserialize, Serialize};
+
+use crate::artifacts::{paths_of_call, Access};
+
+/// Key of [`CompactionMeta::extra`] holding the ledger.
+pub const EXTRA_LEDGER: &str = "ledger";
+/// The line that opens the ledger in a handoff; everything from it on is the ledger.
+pub const LEDGER_OPEN: &str = "<artifact-ledger>";
+/// The line that closes the ledger in a handoff.
+pub const LEDGER_CLOSE: &str = "</artifact-ledger>";
+/// Paths of each kind carried at most.
+pub const MAX_PATHS: usize = 1_000;
+/// User messages carried at most (the rendering is bounded by tokens).
+pub const MAX_USER_MESSAGES: usize = 200;
+/// Failing commands carried at most.
+pub const MAX_ERRORS: usize = 12;
+/// Decisions carried at most.
+pub const MAX_DECISIONS: usize = 30;
+/// Characters of a failing command's output kept (its tail).
+pub const ERROR_TAIL_CHARS: usize = 400;
+/// Characters of a command kept in the ledger.
+const COMMAND_CHARS: usize = 160;
+/// Upper bound of the user-message budget, in tokens.
+pub const USER_MESSAGE_TOKENS: u64 = 20_000;
+
+/// The last error of a failing command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandError {
+    /// The command (or tool name with its main argument), shortened.
+    pub command: String,
+    /// The tail of its output.
+    pub tail: String,
+}
+
+/// Artifacts of the summarised history, carried from compaction to compaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Paths read, oldest first.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Paths modified, oldest first.
+    #[serde(default)]
+    pub modified: Vec<String>,
+    /// Paths created, oldest first.
+    #[serde(default)]
+    pub created: Vec<String>,
+    /// User messages verbatim, oldest first.
+    #[serde(default)]
+    pub user_messages: Vec<String>,
+    /// The last error of each failing command, oldest first.
+    #[serde(default)]
+    pub errors: Vec<CommandError>,
+    /// Decisions the user stated, oldest first.
+    #[serde(default)]
+    pub decisions: Vec<String>,
+}
+
+/// Pushes `item` as the most recent entry of `list`, removing an older copy, keeping `max`.
+fn touch(list: &mut Vec<String>, item: String, max: usize) {
+    list.retain(|x| *x != item);
+    list.push(item);
+    if list.len() > max {
+        list.drain(..list.len() - max);
+    }
+}
+
+/// Whether a message was written by the user (not a reminder, another tool's summary or pith).
+pub fn is_user_authored(m: &Message) -> bool {
+    m.role == Role::User
+        && !m.is_reminder()
+        && !m.meta.external_summary
+        && !m.meta.synthetic
+        && m.tool_results().next().is_none()
+        && !m.text_content().trim().is_empty()
+}
+
+/// The last `chars` characters of `text`, on a character boundary.
+fn tail_chars(text: &str, chars: usize) -> &str {
+    let count = text.chars().count();
+    if count <= chars {
+        return text;
+    }
+    let skip = count - chars;
+    match text.char_indices().nth(skip) {
+        Some((i, _)) => &text[i..],
+        None => text,
+    }
+}
+
+fn head_chars(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
+}
+
+/// Whether a tool result reports a failure: flagged as an error, or a non-zero exit code.
+fn failed(content: &str, is_error: bool) -> bool {
+    if is_error {
+        return true;
+    }
+    let lower = content.to_ascii_lowercase();
+    ["exit code: ", "exited with code ", "exit status "]
+        .iter()
+        .any(|marker| {
+            lower.match_indices(marker).any(|(i, _)| {
+                let rest = &lower[i + marker.len()..];
+                rest.starts_with(|c: char| c.is_ascii_digit()) && !rest.starts_with("0")
+            })
+        })
+}
+
+/// A short description of a call for the error list.
+fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
+    let text = crate::artifacts::command_of(arguments)
+        .or_else(|| crate::artifacts::named_path(arguments))
+        .map(|c| format!("{name}: {c}"))
+        .unwrap_or_else(|| name.to_string());
+    head_chars(text.trim(), COMMAND_CHARS)
+}
+
+/// Sentences of a user message that state a decision.
+fn decisions_in(text: &str) -> Vec<String> {
+    const MARKERS: &[&str] = &[
+        "let's ",
+        "lets ",
+        "we should ",
+        "we will ",
+        "we'll ",
+        "don't ",
+        "do not ",
+        "never ",
+        "always ",
+        "instead",
+        "prefer ",
+        "must ",
+        "decided",
+        "go with ",
+    ];
+    text.split(['.', '!', '\n', '?'])
+        .map(str::trim)
+        .filter(|s| s.len() >= 12 && s.len() <= 300)
+        .filter(|s| {
+            let lower = s.to_ascii_lowercase();
+            MARKERS.iter().any(|m| lower.contains(m))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+impl Ledger {
+    /// Extracts the ledger of a span of messages, in order.
+    pub fn extract<'a>(span: impl IntoIterator<Item = &'a Message>) -> Self {
+        let mut ledger = Ledger::default();
+        let mut calls: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        for m in span {
+            for part in &m.parts {
+                match part {
+                    Part::ToolCall {
+                        call_id,
+                        name,
+                        arguments,
+                    } => {
+                        for (access, path) in paths_of_call(name, arguments) {
+                            let list = match access {
+                                Access::Read => &mut ledger.read,
+                                Access::Modify => &mut ledger.modified,
+                                Access::Create => &mut ledger.created,
+                            };
+                            touch(list, path, MAX_PATHS);
+                        }
+                        calls.insert(call_id.clone(), describe_call(name, arguments));
+                    }
+                    Part::ToolResult {
+                        call_id,
+                        content,
+                        is_error,
+                    } if failed(content, *is_error) => {
+                        let command = calls.get(call_id).cloned().unwrap_or_else(|| call_id.clone());
+                        let tail = tail_chars(content.trim_end(), ERROR_TAIL_CHARS)
+                            .trim()
+                            .to_string();
+                        ledger.errors.retain(|e| e.command != command);
+                        ledger.errors.push(CommandError { command, tail });
+                    }
+                    _ => {}
+                }
+            }
+            if is_user_authored(m) {
+                let text = m.text_content().trim().to_string();
+                for d in decisions_in(&text) {
+                    touch(&mut ledger.decisions, d, MAX_DECISIONS);
+                }
+                touch(&mut ledger.user_messages, text, MAX_USER_MESSAGES);
+            }
+        }
+        if ledger.errors.len() > MAX_ERRORS {
+            ledger.errors.drain(..ledger.errors.len() - MAX_ERRORS);
+        }
+        ledger
+    }
+
+    /// The ledger a compaction record carries, if any.
+    pub fn from_meta(meta: &CompactionMeta) -> Option<Self> {
+        let value = meta.extra.as_ref()?.get(EXTRA_LEDGER)?;
+        serde_json::from_value(value.clone()).ok()
+    }
+
+    /// Folds a newer ledger in: its entries become the most recent ones; bounds are kept.
+    pub fn merge(&mut self, newer: Ledger) {
+        for p in newer.read {
+            touch(&mut self.read, p, MAX_PATHS);
+        }
+        for p in newer.modified {
+            touch(&mut self.modified, p, MAX_PATHS);
+        }
+        for p in newer.created {
+            touch(&mut self.created, p, MAX_PATHS);
+        }
+        for u in newer.user_messages {
+            touch(&mut self.user_messages, u, MAX_USER_MESSAGES);
+        }
+        for d in newer.decisions {
+            touch(&mut self.decisions, d, MAX_DECISIONS);
+        }
+        for e in newer.errors {
+            self.errors.retain(|x| x.command != e.command);
+            self.errors.push(e);
+        }
+        if self.errors.len() > MAX_ERRORS {
+            self.errors.drain(..self.errors.len() - MAX_ERRORS);
+        }
+    }
+
+    /// Whether the ledger holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.read.is_empty()
+            && self.modified.is_empty()
+            && self.created.is_empty()
+            && self.user_messages.is_empty()
+            && self.errors.is_empty()
+            && self.decisions.is_empty()
+    }
+
+    /// Renders what `summary` does not already name, within `budget` tokens (of which user
+    /// messages take at most `user_budget`). Empty when nothing is missing or nothing fits.
+    pub fn render(&self, summary: &str, budget: u64, user_budget: u64, counter: &dyn TokenCounter) -> String {
+        let frame = format!("\n\n{LEDGER_OPEN}\n{LEDGER_CLOSE}");
+        let mut left = budget.saturating_sub(counter.count_text(&frame) + 2);
+        let mut sections: Vec<String> = Vec::new();
+        let mut section = |title: &str, items: Vec<String>, cap: u64, left: &mut u64| {
+            let mut cap = cap.min(*left);
+            let mut lines = Vec::new();
+            let head = format!("{title}:\n");
+            let head_tokens = counter.count_text(&head);
+            if items.is_empty() || head_tokens >= cap {
+                return;
+            }
+            cap -= head_tokens;
+            let mut used = head_tokens;
+            for item in items {
+                let line = format!("- {item}\n");
+                let t = counter.count_text(&line);
+                if t > cap {
+                    continue;
+                }
+                cap -= t;
+                used += t;
+                lines.push(line);
+            }
+            if !lines.is_empty() {
+                *left = left.saturating_sub(used);
+                sections.push(format!("{head}{}", lines.concat()));
+            }
+        };
+        let missing = |list: &[String]| -> Vec<String> {
+            list.iter()
+                .rev()
+                .filter(|p| !summary.contains(p.as_str()))
+                .cloned()
+                .collect()
+        };
+        section("Files modified", missing(&self.modified), u64::MAX, &mut left);
+        section("Files created", missing(&self.created), u64::MAX, &mut left);
+        section("Files read", missing(&self.read), u64::MAX, &mut left);
+        // User messages: newest first within the budget, shown in their order.
+        let mut users = Vec::new();
+        let mut user_left = user_budget.min(left).saturating_sub(12);
+        for u in self.user_messages.iter().rev() {
+            let t = counter.count_text(u) + 2;
+            if t > user_left {
+                continue;
+            }
+            user_left -= t;
+            if !summary.contains(u.as_str()) {
+                users.push(u.clone());
+            }
+        }
+        users.reverse();
+        section("User messages (verbatim)", users, user_budget, &mut left);
+        let errors = self
+            .errors
+            .iter()
+            .rev()
+            .map(|e| format!("{}\n  {}", e.command, e.tail.replace('\n', "\n  ")))
+            .collect();
+        section("Last error of failing commands", errors, u64::MAX, &mut left);
+        section(
+            "Decisions the user stated",
+            missing(&self.decisions),
+            u64::MAX,
+            &mut left,
+        );
+        if sections.is_empty() {
+            return String::new();
+        }
+        format!("\n\n{LEDGER_OPEN}\n{}{LEDGER_CLOSE}", sections.concat())
+    }
+}
+
+/// The ledger a compaction of `view` would carry when it summarises the conversation messages
+/// of `before` (the previous record's ledger with theirs merged in).
+pub fn carried(view: &StoredView, before: &[&Message]) -> Ledger {
+    let mut ledger = view
+        .compaction
+        .as_ref()
+        .and_then(Ledger::from_meta)
+        .unwrap_or_default();
+    ledger.merge(Ledger::extract(
+        before
+            .iter()
+            .copied()
+            .filter(|m| !m.role.is_instruction() && !m.is_reminder()),
+    ));
+    ledger
+}
+
+/// Tokens to reserve for the ledger of a compaction that summarises at most `before`: its full
+/// rendering, an upper bound for any later cut.
+pub fn reserve(view: &StoredView, before: &[&Message], threshold: u64, counter: &dyn TokenCounter) -> u64 {
+    let ledger = carried(view, before);
+    if ledger.is_empty() {
+        return 0;
+    }
+    counter.count_text(&ledger.render("", u64::MAX, user_budget(threshold), counter))
+}
+
+/// Stores `ledger` in the record's extra data (nothing when there is none).
+pub fn attach(meta: &mut CompactionMeta, ledger: Option<&Ledger>) {
+    let Some(ledger) = ledger else { return };
+    let Ok(value) = serde_json::to_value(ledger) else {
+        return;
+    };
+    match meta.extra.as_mut().and_then(serde_json::Value::as_object_mut) {
+        Some(map) => {
+            map.insert(EXTRA_LEDGER.to_string(), value);
+        }
+        None => meta.extra = Some(serde_json::json!({ EXTRA_LEDGER: value })),
+    }
+}
+
+/// The user-message budget of a ledger under `threshold`: min(20,000, 25% of the threshold).
+pub fn user_budget(threshold: u64) -> u64 {
+    USER_MESSAGE_TOKENS.min(threshold / 4)
+}
+
+/// A summary without the ledger or user-message block a previous compaction appended.
+pub fn strip_appendix(summary: &str) -> &str {
+    let cut = [LEDGER_OPEN, crate::policy::USER_MESSAGES_OPEN]
+        .iter()
+        .filter_map(|m| summary.find(m))
+        .min()
+        .unwrap_or(summary.len());
+    summary[..cut].trim_end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pith_core::EstimateCounter;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, args: serde_json::Value) -> Message {
+        Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall {
+                call_id: id.into(),
+                name: name.into(),
+                arguments: args,
+            }],
+        )
+    }
+
+    #[test]
+    fn extracts_paths_users_errors_and_decisions() {
+        let span = [
+            Message::user("Fix the parser. Let's keep the old API stable."),
+            call("a", "Read", json!({"file_path": "src/parse.rs"})),
+            Message::tool_result("a", "fn parse() {}", false),
+            call(
+                "b",
+                "Edit",
+                json!({"file_path": "src/parse.rs", "old_string": "a", "new_string": "b"}),
+            ),
+            Message::tool_result("b", "ok", false),
+            call("c", "Bash", json!({"command": "cargo test"})),
+            Message::tool_result(
+                "c",
+                format!(
+                    "{}\nerror[E0308]: mismatched types\nexit code: 101",
+                    "compiling\n".repeat(100)
+                ),
+                false,
+            ),
+            call("d", "Write", json!({"file_path": "src/new.rs", "content": "x"})),
+        ];
+        let l = Ledger::extract(&span);
+        assert_eq!(l.read, vec!["src/parse.rs"]);
+        assert_eq!(l.modified, vec!["src/parse.rs"]);
+        assert_eq!(l.created, vec!["src/new.rs"]);
+        assert_eq!(l.user_messages.len(), 1);
+        assert_eq!(l.decisions, vec!["Let's keep the old API stable"]);
+        assert_eq!(l.errors.len(), 1);
+        assert!(l.errors[0].tail.contains("mismatched types"), "{:?}", l.errors);
+        assert!(l.errors[0].command.contains("cargo test"));
+
+        let text = l.render(
+            "The parser in src/parse.rs was fixed.",
+            10_000,
+            5_000,
+            &EstimateCounter,
+        );
+        assert!(text.contains("src/new.rs"));
+        assert!(text.contains("Fix the parser. Let's keep the old API stable."));
+        assert!(!text.contains("Files read"), "named in the summary: {text}");
+        assert!(strip_appendix(&format!("summary{text}")) == "summary");
+    }
+
+    #[test]
+    fn merging_dedupes_and_bounds_and_rendering_respects_the_budget() {
+        let mut old = Ledger::extract(&[Message::user("first request")]);
+        old.read = (0..MAX_PATHS).map(|i| format!("f{i}.rs")).collect();
+        let newer = Ledger::extract(&[
+            Message::user("first request"),
+            call("a", "read", json!({"path": "f3.rs"})),
+        ]);
+        old.merge(newer);
+        assert_eq!(old.read.len(), MAX_PATHS);
+        assert_eq!(old.read.last().map(String::as_str), Some("f3.rs"));
+        assert_eq!(old.user_messages, vec!["first request"]);
+        let small = old.render("", 50, 20, &EstimateCounter);
+        assert!(EstimateCounter.count_text(&small) <= 50, "{small}");
+        assert!(old.render("", 0, 0, &EstimateCounter).is_empty());
+    }
+}
