@@ -145,6 +145,107 @@ fn check_sse(outcome: SseOutcome) {
     }
 }
 
+/// One structural edit of a JSON value: the `n`th node (depth first) loses a key, or becomes a
+/// value of another type.
+fn mutate_json(value: &mut serde_json::Value, n: &mut usize, kind: u8) -> bool {
+    use serde_json::Value;
+    if *n == 0 {
+        *value = match kind % 5 {
+            0 => Value::Null,
+            1 => Value::from(-1),
+            2 => Value::from("x"),
+            3 => Value::Array(vec![]),
+            _ => Value::Object(Default::default()),
+        };
+        return true;
+    }
+    *n -= 1;
+    match value {
+        Value::Object(map) => {
+            if kind % 2 == 0 && *n == 0 && !map.is_empty() {
+                let key = map
+                    .keys()
+                    .nth(usize::from(kind / 2) % map.len())
+                    .cloned()
+                    .unwrap_or_default();
+                map.remove(&key);
+                return true;
+            }
+            map.values_mut().any(|v| mutate_json(v, n, kind))
+        }
+        Value::Array(items) => items.iter_mut().any(|v| mutate_json(v, n, kind)),
+        _ => false,
+    }
+}
+
+/// Field names every transcript format uses; a record missing one is a classic importer crash.
+const KEYS: &[&str] = &[
+    "role",
+    "type",
+    "content",
+    "message",
+    "id",
+    "uuid",
+    "call_id",
+    "tool_call_id",
+    "name",
+    "arguments",
+    "payload",
+    "text",
+    "history",
+    "messages",
+    "usage",
+    "timestamp",
+];
+
+/// Removes the first `key` found depth first, or retypes it when `retype`.
+fn drop_key(value: &mut serde_json::Value, key: &str, retype: bool) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            if map.contains_key(key) {
+                if retype {
+                    map.insert(key.to_string(), Value::from(7));
+                } else {
+                    map.remove(key);
+                }
+                return true;
+            }
+            map.values_mut().any(|v| drop_key(v, key, retype))
+        }
+        Value::Array(items) => items.iter_mut().any(|v| drop_key(v, key, retype)),
+        _ => false,
+    }
+}
+
+/// A well-formed stream whose event payloads got structural JSON edits.
+fn json_mutated(body: &str, edits: &[(usize, u8)]) -> String {
+    let mut out = String::new();
+    let mut k = 0;
+    for block in body.split("\n\n").filter(|b| !b.is_empty()) {
+        let mut lines = Vec::new();
+        for line in block.lines() {
+            match line
+                .strip_prefix("data: ")
+                .map(serde_json::from_str::<serde_json::Value>)
+            {
+                Some(Ok(mut v)) => {
+                    if let Some(&(node, kind)) = edits.get(k) {
+                        let mut n = node;
+                        mutate_json(&mut v, &mut n, kind);
+                    }
+                    k += 1;
+                    lines.push(format!("data: {v}"));
+                }
+                _ => lines.push(line.to_string()),
+            }
+        }
+        out.push_str(&lines.join("\n"));
+        out.push_str("\n\n");
+    }
+    out
+}
+
 proptest! {
     #[test]
     fn random_bytes_into_every_importer_never_panic(
@@ -178,6 +279,32 @@ proptest! {
     }
 
     #[test]
+    fn structurally_mutated_real_transcripts_never_panic(
+        pick in any::<usize>(),
+        edits in proptest::collection::vec((0usize..64, 0usize..40, any::<u8>()), 1..12),
+    ) {
+        let seeds = seeds();
+        if !seeds.is_empty() {
+            let (format, seed) = &seeds[pick % seeds.len()];
+            let text = String::from_utf8_lossy(seed);
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            for &(line, node, kind) in &edits {
+                let i = line % lines.len().max(1);
+                if let Some(Ok(mut v)) = lines.get(i).map(|l| serde_json::from_str::<serde_json::Value>(l)) {
+                    if kind % 3 == 0 {
+                        let mut n = node;
+                        mutate_json(&mut v, &mut n, kind);
+                    } else {
+                        drop_key(&mut v, KEYS[node % KEYS.len()], kind % 3 == 2);
+                    }
+                    lines[i] = v.to_string();
+                }
+            }
+            check_import(Some(*format), lines.join("\n").as_bytes());
+        }
+    }
+
+    #[test]
     fn random_bytes_into_both_sse_parsers_never_panic(
         bytes in proptest::collection::vec(any::<u8>(), 0..2_048),
         chunk in 1usize..200,
@@ -201,6 +328,19 @@ proptest! {
         let a = apply(anthropic[pick % anthropic.len()].clone().into_bytes(), &mutations);
         check_sse(sse_openai(&o, chunk));
         check_sse(sse_anthropic(&a, chunk));
+    }
+
+    #[test]
+    fn structurally_mutated_sse_payloads_never_panic(
+        pick in any::<usize>(),
+        edits in proptest::collection::vec((0usize..12, any::<u8>()), 1..10),
+    ) {
+        let openai = openai_streams();
+        let anthropic = anthropic_streams();
+        let o = json_mutated(&openai[pick % openai.len()], &edits);
+        let a = json_mutated(&anthropic[pick % anthropic.len()], &edits);
+        check_sse(sse_openai(o.as_bytes(), 4096));
+        check_sse(sse_anthropic(a.as_bytes(), 4096));
     }
 
     #[test]
