@@ -162,7 +162,7 @@ fn mutate_json(value: &mut serde_json::Value, n: &mut usize, kind: u8) -> bool {
     *n -= 1;
     match value {
         Value::Object(map) => {
-            if kind % 2 == 0 && *n == 0 && !map.is_empty() {
+            if kind.is_multiple_of(2) && *n == 0 && !map.is_empty() {
                 let key = map
                     .keys()
                     .nth(usize::from(kind / 2) % map.len())
@@ -291,7 +291,7 @@ proptest! {
             for &(line, node, kind) in &edits {
                 let i = line % lines.len().max(1);
                 if let Some(Ok(mut v)) = lines.get(i).map(|l| serde_json::from_str::<serde_json::Value>(l)) {
-                    if kind % 3 == 0 {
+                    if kind.is_multiple_of(3) {
                         let mut n = node;
                         mutate_json(&mut v, &mut n, kind);
                     } else {
