@@ -49,9 +49,9 @@ fn summarizer(c: &mut Criterion) {
     group.sample_size(20).measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Bytes(bytes));
     group.bench_function("deterministic_150k_tokens", |b| {
-        b.iter_batched(
+        b.iter_batched_ref(
             || span.clone(),
-            |span| summarize_span(&span, None, None, MAX_SUMMARY_TOKENS, &EstimateCounter),
+            |span| summarize_span(span, None, None, MAX_SUMMARY_TOKENS, &EstimateCounter),
             BatchSize::LargeInput,
         )
     });
