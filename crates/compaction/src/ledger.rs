@@ -255,8 +255,22 @@ impl Ledger {
     /// Renders what `summary` does not already name, within `budget` tokens (of which user
     /// messages take at most `user_budget`). Empty when nothing is missing or nothing fits.
     pub fn render(&self, summary: &str, budget: u64, user_budget: u64, counter: &dyn TokenCounter) -> String {
+        self.render_with_cost(summary, budget, user_budget, counter).0
+    }
+
+    /// [`Ledger::render`], with the tokens it was charged (each line counted on its own, an upper
+    /// bound of the whole text's count).
+    pub fn render_with_cost(
+        &self,
+        summary: &str,
+        budget: u64,
+        user_budget: u64,
+        counter: &dyn TokenCounter,
+    ) -> (String, u64) {
         let frame = format!("\n\n{LEDGER_OPEN}\n{LEDGER_CLOSE}");
-        let mut left = budget.saturating_sub(counter.count_text(&frame) + 2);
+        let frame_cost = counter.count_text(&frame) + 2;
+        let mut left = budget.saturating_sub(frame_cost);
+        let start = left;
         let mut sections: Vec<String> = Vec::new();
         let mut section = |title: &str, items: Vec<String>, cap: u64, left: &mut u64| {
             let mut cap = cap.min(*left);
@@ -295,19 +309,22 @@ impl Ledger {
         section("Files read", missing(&self.read), u64::MAX, &mut left);
         // User messages: newest first within the budget, shown in their order.
         let mut users = Vec::new();
-        let mut user_left = user_budget.min(left).saturating_sub(12);
+        let user_title = "User messages (verbatim)";
+        let mut user_left = user_budget
+            .min(left)
+            .saturating_sub(counter.count_text(&format!("{user_title}:\n")));
         for u in self.user_messages.iter().rev() {
-            let t = counter.count_text(u) + 2;
+            let t = counter.count_text(&format!("- {u}\n"));
             if t > user_left {
                 continue;
             }
-            user_left -= t;
             if !summary.contains(u.as_str()) {
+                user_left -= t;
                 users.push(u.clone());
             }
         }
         users.reverse();
-        section("User messages (verbatim)", users, user_budget, &mut left);
+        section(user_title, users, user_budget, &mut left);
         let errors = self
             .errors
             .iter()
@@ -322,9 +339,10 @@ impl Ledger {
             &mut left,
         );
         if sections.is_empty() {
-            return String::new();
+            return (String::new(), 0);
         }
-        format!("\n\n{LEDGER_OPEN}\n{}{LEDGER_CLOSE}", sections.concat())
+        let text = format!("\n\n{LEDGER_OPEN}\n{}{LEDGER_CLOSE}", sections.concat());
+        (text, start - left + frame_cost)
     }
 }
 
@@ -352,7 +370,9 @@ pub fn reserve(view: &StoredView, before: &[&Message], threshold: u64, counter: 
     if ledger.is_empty() {
         return 0;
     }
-    counter.count_text(&ledger.render("", u64::MAX, user_budget(threshold), counter))
+    ledger
+        .render_with_cost("", u64::MAX / 2, user_budget(threshold), counter)
+        .1
 }
 
 /// Stores `ledger` in the record's extra data (nothing when there is none).

@@ -58,6 +58,8 @@ pub struct ReplayOptions {
     pub overflow_at: Option<u64>,
     /// Called after each turn with (turns done, turns total).
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
+    /// A summarizer to use instead of the deterministic one or the summary model.
+    pub summarizer: Option<Arc<dyn pith_compaction::Summarizer>>,
 }
 
 impl std::fmt::Debug for ReplayOptions {
@@ -82,7 +84,14 @@ impl ReplayOptions {
             dump_views: None,
             overflow_at: None,
             progress: None,
+            summarizer: None,
         }
+    }
+
+    /// Summarises with `summarizer` (e.g. a scripted one) instead of the deterministic one.
+    pub fn with_summarizer(mut self, summarizer: Arc<dyn pith_compaction::Summarizer>) -> Self {
+        self.summarizer = Some(summarizer);
+        self
     }
 
     /// Uses a policy preset.
@@ -159,9 +168,10 @@ pub async fn replay(
         },
     );
     let mut config = options.policy.config();
-    config = match &options.summary_model {
-        Some(model) => config.with_summary_model(model.clone()),
-        None => config.with_deterministic_summarizer(),
+    config = match (&options.summarizer, &options.summary_model) {
+        (Some(summarizer), _) => config.with_summarizer(summarizer.clone()),
+        (None, Some(model)) => config.with_summary_model(model.clone()),
+        (None, None) => config.with_deterministic_summarizer(),
     };
     let threshold = config
         .threshold(options.window)
