@@ -26,12 +26,37 @@ pub const MAX_DEPTH: u32 = 4;
 #[derive(Debug, Clone)]
 pub struct ModelSummarizer {
     router: Arc<ModelRouter>,
+    sampling: Sampling,
+}
+
+/// Sampling options of summary requests (the provider's defaults when unset).
+#[derive(Debug, Clone, Default)]
+struct Sampling {
+    temperature: Option<f32>,
+    stop: Vec<String>,
 }
 
 impl ModelSummarizer {
     /// A summarizer that calls `job.model` through `router`.
     pub fn new(router: Arc<ModelRouter>) -> Self {
-        Self { router }
+        Self {
+            router,
+            sampling: Sampling::default(),
+        }
+    }
+
+    /// Sets the sampling temperature of summary requests.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.sampling.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets stop sequences of summary requests: generation ends (successfully) at the first one.
+    /// Small local models that ramble past the output reserve finish cleanly with a stop such as
+    /// a blank line.
+    pub fn with_stop(mut self, stop: Vec<String>) -> Self {
+        self.sampling.stop = stop;
+        self
     }
 }
 
@@ -55,6 +80,7 @@ fn fatal(e: CallError) -> CompactionError {
 
 struct Run<'a> {
     router: &'a ModelRouter,
+    sampling: &'a Sampling,
     job: &'a SummaryJob,
     budget: RequestBudget,
     calls: u32,
@@ -98,8 +124,14 @@ impl<'a> Run<'a> {
             .into());
         }
         self.calls += 1;
-        let request =
+        let mut request =
             ChatRequest::new(self.job.model.clone(), messages).with_max_tokens(self.budget.max_tokens());
+        if let Some(t) = self.sampling.temperature {
+            request = request.with_temperature(t);
+        }
+        if !self.sampling.stop.is_empty() {
+            request = request.with_stop(self.sampling.stop.clone());
+        }
         let reply = tokio::select! {
             biased;
             _ = self.job.cancel.cancelled() => return Err(CompactionError::Cancelled.into()),
@@ -289,6 +321,7 @@ impl Summarizer for ModelSummarizer {
     async fn summarize(&self, job: SummaryJob) -> Result<SummaryOutput, CompactionError> {
         let mut run = Run {
             router: &self.router,
+            sampling: &self.sampling,
             budget: RequestBudget::for_window(job.window),
             job: &job,
             calls: 0,

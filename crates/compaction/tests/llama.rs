@@ -7,7 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use pith_compaction::{CompactionConfig, CompactionError, CompactionService, CompactionTrigger};
+use pith_compaction::{
+    CompactionConfig, CompactionError, CompactionService, CompactionTrigger, ModelSummarizer,
+};
 use pith_core::{CompactionStrategy, Message};
 use pith_router::{ModelInfo, ModelRouter, OpenAiCompatible, ProviderConfig};
 use pith_store::{MemoryStore, SessionStore, UsagePurpose};
@@ -57,10 +59,17 @@ async fn a_real_model_summary_commits_end_to_end() {
     let id = session(store.as_ref()).await;
     // A 135M model rambles through the full format; a manual instruction keeps its answer short
     // enough to finish within the output reserve (a cut-off summary is a failure by design).
+    // Greedy decoding with a line break as stop sequence: the small model's first line is its
+    // summary, and the reply finishes with a success reason well within the output reserve.
+    let router = router(&server, 2_048);
+    let summarizer = ModelSummarizer::new(router.clone())
+        .with_temperature(0.0)
+        .with_stop(vec!["\n".into()]);
     let config = CompactionConfig::default()
         .with_keep_recent_turns(1)
-        .with_max_summary_tokens(60);
-    let service = CompactionService::new(router(&server, 2_048), store.clone(), config);
+        .with_max_summary_tokens(60)
+        .with_summarizer(Arc::new(summarizer));
+    let service = CompactionService::new(router, store.clone(), config);
     let trigger = CompactionTrigger::Manual {
         instructions: Some("Reply with one or two short sentences only, then stop.".into()),
     };
