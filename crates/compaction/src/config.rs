@@ -453,6 +453,41 @@ mod tests {
     }
 
     #[test]
+    fn the_pi_and_codex_presets() {
+        let pi = CompactionConfig::pi();
+        assert_eq!(pi.reserve_tokens, Some(16_384));
+        assert_eq!(pi.effective_keep_recent_tokens(1_000_000), 20_000);
+        assert_eq!(pi.effective_max_messages(), usize::MAX);
+        assert!(!pi.ledger);
+        assert_eq!(pi.threshold(200_000), Ok(170_000));
+        assert!(pi.validate(32_000).is_ok());
+
+        let codex = CompactionConfig::codex();
+        assert_eq!(codex.threshold(32_000), Ok(28_800));
+        assert_eq!(codex.tail_policy, TailPolicy::UserMessages);
+        assert_eq!(codex.effective_max_messages(), usize::MAX);
+        assert!(codex.validate(2_048).is_ok());
+        assert_eq!(
+            CompactionConfig::default()
+                .with_threshold_ratio(1.0)
+                .validate(10_000),
+            Err(ConfigError::ThresholdRatio(1.0))
+        );
+        assert_eq!(
+            CompactionConfig::default()
+                .with_threshold_ratio(0.0)
+                .validate(10_000),
+            Err(ConfigError::ThresholdRatio(0.0))
+        );
+        // With the count signal off, max_messages is not checked.
+        assert!(CompactionConfig::default()
+            .with_max_messages(1)
+            .with_count_signal(false)
+            .validate(10_000)
+            .is_ok());
+    }
+
+    #[test]
     fn tail_budget_scales_with_the_window() {
         let c = CompactionConfig::default();
         assert_eq!(c.effective_keep_recent_tokens(1_000_000), 20_000);
