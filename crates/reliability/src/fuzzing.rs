@@ -99,7 +99,10 @@ mod tests {
                 other => panic!("chunk {chunk}: {other:?}"),
             }
         }
-        assert!(matches!(sse_openai(b"data: {\"cho\n\n", 4), SseOutcome::NotJson(_)));
+        assert!(matches!(
+            sse_openai(b"data: {\"cho\n\n", 4),
+            SseOutcome::NotJson(_)
+        ));
         assert!(matches!(sse_openai(b"data: {\"cho", 4), SseOutcome::Rejected(_)));
     }
 }
