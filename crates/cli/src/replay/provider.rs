@@ -115,7 +115,7 @@ impl Provider for ReplayProvider {
         let counter = EstimateCounter;
         let size = counter.count_messages(&request.messages) + counter.count_tools(&request.tools);
         let next_history = lock(&self.replies).front().map(|r| r.history_tokens).unwrap_or(0);
-        let number = {
+        let reject = {
             let mut s = lock(&self.stats);
             s.calls += 1;
             s.max_request_tokens = s.max_request_tokens.max(size);
@@ -131,7 +131,7 @@ impl Provider for ReplayProvider {
                 false
             }
         };
-        if number {
+        if reject {
             return Err(ProviderError::ContextOverflow {
                 message: format!("prompt is too long: {size} tokens (simulated provider limit)"),
                 limit: None,
