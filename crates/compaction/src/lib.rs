@@ -14,7 +14,8 @@
 //!
 //! Around them: [`plan`] (the cut and budgets before any model call), [`budget`] (the summary
 //! request's budget), [`breaker`] (the per-session circuit breaker), [`relevance`] (opt-in
-//! grading of the span) and [`projection`] (how a stored view becomes the model's messages).
+//! grading of the span), [`projection`] (how a stored view becomes the model's messages) and
+//! [`speculative`] (the summary written in the background before the threshold is reached).
 
 #![warn(missing_docs)]
 
@@ -35,6 +36,7 @@ pub mod prune;
 pub mod relevance;
 pub mod select;
 pub mod service;
+pub mod speculative;
 pub mod summary;
 pub mod trigger;
 
@@ -50,6 +52,7 @@ pub use projection::project;
 pub use prompt::clip_tool_output;
 pub use relevance::{Grader, ModelGrader};
 pub use service::CompactionService;
+pub use speculative::soft_threshold;
 pub use summary::{CallLog, Summarizer, SummaryJob, SummaryOutput};
 pub use trigger::{CompactionResult, CompactionTrigger, OverflowInfo};
 

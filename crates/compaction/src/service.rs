@@ -25,6 +25,7 @@ use crate::plan::{plan, Plan, PlanInput};
 use crate::prompt::PromptMode;
 use crate::prune::{self, RecordInput};
 use crate::relevance;
+use crate::speculative::Speculations;
 use crate::summary::{CallLog, Summarizer, SummaryJob};
 use crate::trigger::{CompactionResult, CompactionTrigger};
 
@@ -40,6 +41,8 @@ pub struct CompactionService {
     /// One lock per session: compactions of one session in this process run one at a time, so a
     /// concurrent retry finds the first one's record instead of summarising again.
     locks: Arc<std::sync::Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Summaries written ahead of the threshold ([`crate::speculative`]).
+    speculations: Arc<Speculations>,
 }
 
 impl std::fmt::Debug for CompactionService {
@@ -73,7 +76,24 @@ impl CompactionService {
             counter: Arc::new(EstimateCounter),
             summarizer,
             locks: Arc::default(),
+            speculations: Arc::default(),
         }
+    }
+
+    pub(crate) fn store(&self) -> &dyn SessionStore {
+        self.store.as_ref()
+    }
+
+    pub(crate) fn router(&self) -> &ModelRouter {
+        &self.router
+    }
+
+    pub(crate) fn counter(&self) -> &dyn TokenCounter {
+        self.counter.as_ref()
+    }
+
+    pub(crate) fn speculations(&self) -> &Speculations {
+        &self.speculations
     }
 
     fn session_lock(&self, session: SessionId) -> Arc<tokio::sync::Mutex<()>> {
@@ -211,7 +231,7 @@ impl CompactionService {
         }
     }
 
-    async fn record_usage(&self, session: SessionId, calls: &CallLog, discarded: bool) {
+    pub(crate) async fn record_usage(&self, session: SessionId, calls: &CallLog, discarded: bool) {
         for call in calls.calls() {
             let record = UsageRecord {
                 at: Utc::now(),
@@ -320,6 +340,20 @@ impl CompactionService {
             Err(e) => return Err(e),
         };
         tracing::debug!(calibration, cut = layout.cut, target, "planned");
+        // A summary written ahead of the threshold replaces the summary call when it still
+        // covers the head of the view (see `speculative`); manual instructions need their own.
+        let mut layout = layout;
+        let mut adopted = None;
+        if trigger.instructions().is_none() && self.speculations.holds(session) {
+            let fits = |l: &crate::prune::Layout<'_>, o: &crate::summary::SummaryOutput| {
+                let summary = prune::projected_summary_tokens(&o.text, config.projection, counter);
+                prune::tokens_after(l, summary, &tools, counter) + appendix_budget <= target
+            };
+            if let Some(a) = self.adopt(session, &view, &msgs, fits, cancel, calls).await? {
+                layout = a.layout;
+                adopted = Some(a.output);
+            }
+        }
         let last_summarized = layout.cut.checked_sub(1).map(|i| msgs[i].id);
         let key = prune::idempotency_key(
             session,
@@ -344,58 +378,21 @@ impl CompactionService {
             trigger: trigger.kind(),
         });
 
-        // The span to summarise: the delta (incremental) or everything before the cut.
-        let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
-        let mut previous = view
-            .compaction
-            .as_ref()
-            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string());
-        if !config.enable_incremental && view.compaction.is_some() {
-            let log = self
-                .store
-                .load_log(session)
-                .await
-                .map_err(CompactionError::PersistFailed)?;
-            span = full_span(&log, msgs.get(layout.cut).map(|m| m.id));
-            previous = None;
-        }
-        if let Some(relevance) = &config.relevance {
-            let groups = relevance::groups(&span);
-            let request = relevance::GradeRequest {
-                groups: relevance::render_groups(&span, &groups),
-                instructions: trigger.instructions().map(str::to_string),
-            };
-            let keep = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(CompactionError::Cancelled),
-                r = relevance.grader.grade(request, calls) => r.map_err(CompactionError::GraderFailed)?,
-            };
-            span = relevance::apply(&span, &groups, &keep);
-        }
-        let summary_model = config.summary_model.clone().unwrap_or_else(|| model.clone());
-        let job = SummaryJob {
-            session,
-            window: self.router.context_window(&summary_model),
-            model: summary_model,
-            span,
-            kept: layout.kept.iter().map(|m| (*m).clone()).collect(),
-            previous_summary: previous.clone(),
-            mode: PromptMode::Update,
-            instructions: trigger.instructions().map(str::to_string),
-            max_summary_tokens: config.max_summary_tokens,
-            max_calls: config.max_summary_calls,
-            counter: self.counter.clone(),
-            cancel: cancel.clone(),
-            calls: calls.clone(),
+        let output = match adopted {
+            Some(output) => output,
+            None => {
+                let (job, previous) = self
+                    .summary_job(session, &view, &layout, trigger.instructions(), cancel, calls)
+                    .await?;
+                self.summarize(job, previous)
+                    .instrument(tracing::info_span!(
+                        "compaction.stage",
+                        stage = "summary",
+                        tokens_before
+                    ))
+                    .await?
+            }
         };
-        let output = self
-            .summarize(job, previous)
-            .instrument(tracing::info_span!(
-                "compaction.stage",
-                stage = "summary",
-                tokens_before
-            ))
-            .await?;
 
         let (text, ledger) = self
             .appendix(session, &view, &layout, &output.text, appendix_budget, threshold)
@@ -442,6 +439,7 @@ impl CompactionService {
             )
             .await
             .map_err(CompactionError::from_store)?;
+        self.drop_speculation(session);
         self.events.publish(AgentEvent::HistoryReplaced {
             session_id: session,
             generation,
@@ -490,8 +488,67 @@ impl CompactionService {
         Ok((format!("{summary}{rendered}"), Some(ledger)))
     }
 
+    /// The summary job for `layout`: the span (the delta, or with incremental summaries off
+    /// everything before the cut), graded when relevance selection is on; and the previous summary.
+    pub(crate) async fn summary_job(
+        &self,
+        session: SessionId,
+        view: &pith_core::StoredView,
+        layout: &crate::prune::Layout<'_>,
+        instructions: Option<&str>,
+        cancel: &CancellationToken,
+        calls: &Arc<CallLog>,
+    ) -> Result<(SummaryJob, Option<String>), CompactionError> {
+        let config = &*self.config;
+        let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
+        let mut previous = view
+            .compaction
+            .as_ref()
+            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string());
+        if !config.enable_incremental && view.compaction.is_some() {
+            let log = self
+                .store
+                .load_log(session)
+                .await
+                .map_err(CompactionError::PersistFailed)?;
+            span = full_span(&log, layout.kept.first().map(|m| m.id));
+            previous = None;
+        }
+        if let Some(relevance) = &config.relevance {
+            let groups = relevance::groups(&span);
+            let request = relevance::GradeRequest {
+                groups: relevance::render_groups(&span, &groups),
+                instructions: instructions.map(str::to_string),
+            };
+            let keep = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(CompactionError::Cancelled),
+                r = relevance.grader.grade(request, calls) => r.map_err(CompactionError::GraderFailed)?,
+            };
+            span = relevance::apply(&span, &groups, &keep);
+        }
+        let model = &view.session.model;
+        let summary_model = config.summary_model.clone().unwrap_or_else(|| model.clone());
+        let job = SummaryJob {
+            session,
+            window: self.router.context_window(&summary_model),
+            model: summary_model,
+            span,
+            kept: layout.kept.iter().map(|m| (*m).clone()).collect(),
+            previous_summary: previous.clone(),
+            mode: PromptMode::Update,
+            instructions: instructions.map(str::to_string),
+            max_summary_tokens: config.max_summary_tokens,
+            max_calls: config.max_summary_calls,
+            counter: self.counter.clone(),
+            cancel: cancel.clone(),
+            calls: calls.clone(),
+        };
+        Ok((job, previous))
+    }
+
     /// Runs the summarizer in the configured incremental mode.
-    async fn summarize(
+    pub(crate) async fn summarize(
         &self,
         mut job: SummaryJob,
         previous: Option<String>,

@@ -308,6 +308,15 @@ impl<'a> TurnDriver<'a> {
                     "view prepared"
                 );
                 let budget = prepared.budget;
+                if budget == fsm::Budget::Fits {
+                    // Past the soft threshold: the summary starts in the background.
+                    self.rt.compaction.speculate(
+                        self.session_id,
+                        prepared.generation,
+                        prepared.context_tokens,
+                        prepared.threshold,
+                    );
+                }
                 self.prepared = Some(prepared);
                 Next::Event(Event::ViewReady(budget))
             }
