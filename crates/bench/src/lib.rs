@@ -14,6 +14,7 @@ pub mod load;
 pub mod planning;
 pub mod plot;
 pub mod rss;
+pub mod speculative;
 pub mod stub;
 pub mod timed;
 pub mod transcripts;
