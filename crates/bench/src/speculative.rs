@@ -126,7 +126,11 @@ impl Provider for Agent {
         "agent"
     }
 
-    async fn chat(&self, request: ChatRequest, _: Option<&dyn StreamSink>) -> Result<ChatResponse, ProviderError> {
+    async fn chat(
+        &self,
+        request: ChatRequest,
+        _: Option<&dyn StreamSink>,
+    ) -> Result<ChatResponse, ProviderError> {
         tokio::time::sleep(self.latency).await;
         let usage = usage_of(&request);
         let n = request.messages.len();
@@ -145,7 +149,11 @@ impl Provider for Agent {
             name: "read".into(),
             arguments: serde_json::json!({ "path": format!("src/module_{n}.rs") }),
         }];
-        Ok(pith_router::ScriptedProvider::reply(call, FinishReason::ToolCalls, usage))
+        Ok(pith_router::ScriptedProvider::reply(
+            call,
+            FinishReason::ToolCalls,
+            usage,
+        ))
     }
 }
 
@@ -155,11 +163,18 @@ impl Provider for SummaryWriter {
         "summary"
     }
 
-    async fn chat(&self, request: ChatRequest, _: Option<&dyn StreamSink>) -> Result<ChatResponse, ProviderError> {
+    async fn chat(
+        &self,
+        request: ChatRequest,
+        _: Option<&dyn StreamSink>,
+    ) -> Result<ChatResponse, ProviderError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(self.latency).await;
         let text = "## Goal\nReview every module.\n## Progress\nModules read so far are consistent.";
-        Ok(pith_router::ScriptedProvider::text_reply(text, usage_of(&request)))
+        Ok(pith_router::ScriptedProvider::text_reply(
+            text,
+            usage_of(&request),
+        ))
     }
 }
 

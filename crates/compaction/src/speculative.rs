@@ -2,8 +2,8 @@
 //!
 //! A summary call takes seconds; made when the context crosses the threshold, it is seconds the
 //! user waits on the turn that crossed it. When the context passes the *soft* threshold
-//! ([`soft_threshold`]: `threshold − clamp(12.5% of threshold, 8,000, 32,000)`, the gap at most
-//! half the threshold) the runtime calls [`CompactionService::speculate`], which plans a
+//! ([`soft_threshold`]: `threshold − clamp(12.5% of threshold, 8,000, 32,000)`; no speculation
+//! when that gap is over a quarter of the threshold) the runtime calls [`CompactionService::speculate`], which plans a
 //! compaction of the current view and runs its summary in the background. Nothing is committed
 //! then. When the hard threshold is reached, the synchronous compaction adopts that summary if
 //! it still describes the head of what must be compacted:
@@ -44,14 +44,15 @@ pub const SOFT_GAP_MIN: u64 = 8_000;
 /// The largest gap between the soft and the hard threshold, in tokens.
 pub const SOFT_GAP_MAX: u64 = 32_000;
 
-/// The soft threshold at which a speculative summary starts.
+/// The soft threshold at which a speculative summary starts, if speculation pays off.
 ///
-/// `threshold − clamp(threshold / 8, 8,000, 32,000)`; for thresholds under 16,000 tokens the
-/// 8,000-token floor would start speculating almost at once, so the gap is at most half the
-/// threshold.
-pub fn soft_threshold(threshold: u64) -> u64 {
-    let gap = (threshold / 8).clamp(SOFT_GAP_MIN, SOFT_GAP_MAX).min(threshold / 2);
-    threshold - gap
+/// `threshold − clamp(threshold / 8, 8,000, 32,000)`. `None` when that gap is more than a
+/// quarter of the threshold (thresholds under 32,000 tokens): the tail that grows between the two
+/// thresholds would then leave no room for the summary within `target_ratio` × threshold, so the
+/// speculative summary would be thrown away — a summary call paid for nothing.
+pub fn soft_threshold(threshold: u64) -> Option<u64> {
+    let gap = (threshold / 8).clamp(SOFT_GAP_MIN, SOFT_GAP_MAX);
+    (gap <= threshold / 4).then(|| threshold - gap)
 }
 
 /// A summary written ahead of the threshold.
@@ -107,10 +108,17 @@ impl CompactionService {
     /// Called by the runtime after every budget check; cheap when there is nothing to do. A
     /// speculation of an older generation is discarded first. Outside a Tokio runtime nothing
     /// starts.
-    pub fn speculate(&self, session: SessionId, generation: u64, context_tokens: u64, threshold: u64) -> bool {
+    pub fn speculate(
+        &self,
+        session: SessionId,
+        generation: u64,
+        context_tokens: u64,
+        threshold: u64,
+    ) -> bool {
+        let due = soft_threshold(threshold).is_some_and(|soft| context_tokens > soft);
         if !self.config().speculative
             || self.config().relevance.is_some()
-            || context_tokens <= soft_threshold(threshold)
+            || !due
             || context_tokens > threshold
         {
             return false;
@@ -179,7 +187,10 @@ impl CompactionService {
         calls: Arc<CallLog>,
     ) -> Result<Option<Speculated>, CompactionError> {
         let store = self.store();
-        let breaker = store.breaker(session).await.map_err(CompactionError::PersistFailed)?;
+        let breaker = store
+            .breaker(session)
+            .await
+            .map_err(CompactionError::PersistFailed)?;
         if breaker.open {
             return Err(CompactionError::CircuitOpen);
         }
@@ -194,7 +205,10 @@ impl CompactionService {
         let config = self.config();
         config.validate(window)?;
         let threshold = config.threshold(window)?;
-        let gap = threshold - soft_threshold(threshold);
+        let Some(soft) = soft_threshold(threshold) else {
+            return Ok(None);
+        };
+        let gap = threshold - soft;
         let mut shrunk = config.clone();
         shrunk.keep_recent_tokens = config.effective_keep_recent_tokens(threshold).saturating_sub(gap);
         let msgs: Vec<&Message> = view.tail_messages().collect();
@@ -305,14 +319,17 @@ mod tests {
     #[test]
     fn the_soft_threshold_keeps_a_clamped_gap() {
         // 12.5% of 170,000 is 21,250: within the clamp.
-        assert_eq!(soft_threshold(170_000), 170_000 - 21_250);
+        assert_eq!(soft_threshold(170_000), Some(170_000 - 21_250));
         // Large thresholds: at most 32,000 below.
-        assert_eq!(soft_threshold(1_000_000), 1_000_000 - 32_000);
+        assert_eq!(soft_threshold(1_000_000), Some(1_000_000 - 32_000));
         // 12.5% of 111,616 is 13,952.
-        assert_eq!(soft_threshold(111_616), 111_616 - 13_952);
-        // Small thresholds: at least 8,000 below, but never below half.
-        assert_eq!(soft_threshold(40_000), 32_000);
-        assert_eq!(soft_threshold(15_616), 7_808);
-        assert_eq!(soft_threshold(0), 0);
+        assert_eq!(soft_threshold(111_616), Some(111_616 - 13_952));
+        // Small thresholds: at least 8,000 below ...
+        assert_eq!(soft_threshold(40_000), Some(32_000));
+        assert_eq!(soft_threshold(32_000), Some(24_000));
+        // ... unless that is more than a quarter of the threshold: no speculation.
+        assert_eq!(soft_threshold(31_999), None);
+        assert_eq!(soft_threshold(15_616), None);
+        assert_eq!(soft_threshold(0), None);
     }
 }

@@ -72,8 +72,11 @@ impl Summarizer for Gated {
             last: job.span.last().map(|m| m.id),
             previous: job.previous_summary.clone(),
         });
-        job.calls
-            .record("gated/model", UsagePurpose::Summary, Usage::from_openai(5_000, 300, 0));
+        job.calls.record(
+            "gated/model",
+            UsagePurpose::Summary,
+            Usage::from_openai(5_000, 300, 0),
+        );
         if self.hold_first.swap(false, Ordering::SeqCst) {
             self.entered.notify_one();
             self.gate.notified().await;
@@ -110,7 +113,7 @@ async fn session_past_soft(h: &Harness, service: &CompactionService) -> (Session
     let id = h.session(turns(0, 40, 8_000)).await;
     let (ctx, generation, threshold) = measure(h, service, id).await;
     assert!(
-        ctx > soft_threshold(threshold) && ctx <= threshold,
+        ctx > soft_threshold(threshold).unwrap() && ctx <= threshold,
         "fixture must sit between the thresholds: {ctx} vs {threshold}"
     );
     (id, generation, ctx)
@@ -140,10 +143,16 @@ async fn speculation_starts_only_between_the_soft_and_the_hard_threshold() {
     let summarizer = Gated::new("spec", false);
     let service = h.service(config(summarizer.clone()));
     let threshold = service.config().threshold(WINDOW).unwrap();
-    let soft = soft_threshold(threshold);
+    let soft = soft_threshold(threshold).unwrap();
     let id = h.session(turns(0, 2, 100)).await;
-    assert!(!service.speculate(id, 0, soft, threshold), "at the soft threshold: not yet");
-    assert!(!service.speculate(id, 0, threshold + 1, threshold), "over: compact instead");
+    assert!(
+        !service.speculate(id, 0, soft, threshold),
+        "at the soft threshold: not yet"
+    );
+    assert!(
+        !service.speculate(id, 0, threshold + 1, threshold),
+        "over: compact instead"
+    );
     let off = h.service(config(summarizer.clone()).with_speculative(false));
     assert!(!off.speculate(id, 0, soft + 1, threshold), "switched off");
     assert!(!CompactionConfig::pi().speculative && !CompactionConfig::codex().speculative);
@@ -189,10 +198,17 @@ async fn the_threshold_compaction_adopts_the_background_summary() {
     assert_eq!(view.generation, generation + 1);
     let tail: Vec<EntryId> = view.tail_messages().map(|m| m.id).collect();
     for id in &later_ids {
-        assert!(tail.contains(id), "messages added during the summary stay in the tail");
+        assert!(
+            tail.contains(id),
+            "messages added during the summary stay in the tail"
+        );
     }
     let target = (threshold as f64 * service.config().target_ratio) as u64;
-    assert!(result.tokens_after <= target, "{} > {target}", result.tokens_after);
+    assert!(
+        result.tokens_after <= target,
+        "{} > {target}",
+        result.tokens_after
+    );
     let usage = h.store.usage(id).await.unwrap();
     assert_eq!(usage.len(), 1);
     assert!(!usage[0].discarded, "the adopted call is not discarded");
@@ -224,12 +240,23 @@ async fn a_speculation_of_a_diverged_session_is_discarded_for_a_synchronous_summ
     assert!(ctx > threshold, "{ctx} must be over {threshold}");
 
     let result = service.compact(id, CompactionTrigger::Proactive).await.unwrap();
-    assert_eq!(summarizer.calls(), 2, "the stale speculation is replaced by a summary now");
-    assert!(result.meta.summary.contains("spec summary #2"), "{}", result.meta.summary);
+    assert_eq!(
+        summarizer.calls(),
+        2,
+        "the stale speculation is replaced by a summary now"
+    );
+    assert!(
+        result.meta.summary.contains("spec summary #2"),
+        "{}",
+        result.meta.summary
+    );
     assert!(!result.meta.summary.contains("#1"));
     let sync = &summarizer.seen()[1];
     assert!(
-        sync.previous.as_deref().unwrap_or("").contains("other summary #1"),
+        sync.previous
+            .as_deref()
+            .unwrap_or("")
+            .contains("other summary #1"),
         "the summary continues the other process's compaction: {:?}",
         sync.previous
     );

@@ -74,7 +74,14 @@ async fn main() -> ExitCode {
             }
         }
     }
-    let added = |spec: bool| median(all.iter().filter(|r| r.speculative == spec).map(|r| r.added_ms).collect());
+    let added = |spec: bool| {
+        median(
+            all.iter()
+                .filter(|r| r.speculative == spec)
+                .map(|r| r.added_ms)
+                .collect(),
+        )
+    };
     let (sync, spec) = (added(false), added(true));
     if args.json {
         let out = serde_json::json!({
