@@ -119,6 +119,17 @@ async fn session_past_soft(h: &Harness, service: &CompactionService) -> (Session
     (id, generation, ctx)
 }
 
+/// A session between the thresholds whose speculative summary call has started and waits.
+async fn speculating(h: &Harness) -> (Arc<Gated>, CompactionService, SessionId, u64, u64) {
+    let summarizer = Gated::new("spec", true);
+    let service = h.service(config(summarizer.clone()));
+    let (id, generation, ctx) = session_past_soft(h, &service).await;
+    let threshold = service.config().threshold(WINDOW).unwrap();
+    assert!(service.speculate(id, generation, ctx, threshold));
+    summarizer.entered.notified().await;
+    (summarizer, service, id, generation, threshold)
+}
+
 async fn wait_for_discarded_usage(h: &Harness, id: SessionId) -> usize {
     for _ in 0..200 {
         let n = h
@@ -168,12 +179,7 @@ async fn speculation_starts_only_between_the_soft_and_the_hard_threshold() {
 #[tokio::test]
 async fn the_threshold_compaction_adopts_the_background_summary() {
     let h = Harness::new(WINDOW);
-    let summarizer = Gated::new("spec", true);
-    let service = h.service(config(summarizer.clone()));
-    let (id, generation, ctx) = session_past_soft(&h, &service).await;
-    let threshold = service.config().threshold(WINDOW).unwrap();
-    assert!(service.speculate(id, generation, ctx, threshold));
-    summarizer.entered.notified().await;
+    let (summarizer, service, id, generation, threshold) = speculating(&h).await;
 
     // The session goes on while the summary is being written, past the hard threshold.
     let later = turns(40, 48, 8_000);
@@ -219,12 +225,7 @@ async fn the_threshold_compaction_adopts_the_background_summary() {
 #[tokio::test]
 async fn a_speculation_of_a_diverged_session_is_discarded_for_a_synchronous_summary() {
     let h = Harness::new(WINDOW);
-    let summarizer = Gated::new("spec", true);
-    let service = h.service(config(summarizer.clone()));
-    let (id, generation, ctx) = session_past_soft(&h, &service).await;
-    let threshold = service.config().threshold(WINDOW).unwrap();
-    assert!(service.speculate(id, generation, ctx, threshold));
-    summarizer.entered.notified().await;
+    let (summarizer, service, id, generation, threshold) = speculating(&h).await;
 
     // Meanwhile another process compacts the session (a new generation) ...
     let other_summarizer = Gated::new("other", false);
@@ -271,12 +272,7 @@ async fn a_speculation_of_a_diverged_session_is_discarded_for_a_synchronous_summ
 #[tokio::test]
 async fn a_speculation_that_would_not_fit_falls_back_to_a_synchronous_summary() {
     let h = Harness::new(WINDOW);
-    let summarizer = Gated::new("spec", true);
-    let service = h.service(config(summarizer.clone()));
-    let (id, generation, ctx) = session_past_soft(&h, &service).await;
-    let threshold = service.config().threshold(WINDOW).unwrap();
-    assert!(service.speculate(id, generation, ctx, threshold));
-    summarizer.entered.notified().await;
+    let (summarizer, service, id, _, _) = speculating(&h).await;
     summarizer.gate.notify_one();
     // One long exchange after the speculation: keeping it all after the speculative cut
     // would not fit the target.
