@@ -154,6 +154,9 @@ pub struct CompactionConfig {
     /// The artifact ledger: paths, user messages, errors and decisions of every summarised span,
     /// carried forward and appended to the handoff (on by default).
     pub ledger: bool,
+    /// Tiered compaction: mask old tool outputs before summarising, and commit the masks alone
+    /// when that brings the view to `target_ratio` × threshold (on by default; see [`crate::tier`]).
+    pub tiered: bool,
 }
 
 impl std::fmt::Debug for CompactionConfig {
@@ -184,6 +187,7 @@ impl std::fmt::Debug for CompactionConfig {
             .field("threshold_ratio", &self.threshold_ratio)
             .field("tail_policy", &self.tail_policy)
             .field("ledger", &self.ledger)
+            .field("tiered", &self.tiered)
             .finish()
     }
 }
@@ -209,6 +213,7 @@ impl Default for CompactionConfig {
             threshold_ratio: None,
             tail_policy: TailPolicy::RecentTurns,
             ledger: true,
+            tiered: true,
         }
     }
 }
@@ -304,7 +309,7 @@ impl CompactionConfig {
     }
 
     /// pi's policy: reserve 16,384 (15% fallback), keep the newest 20,000 tokens (scaled to at most
-    /// 40% of the threshold), no turn limit, no count signal, no artifact ledger.
+    /// 40% of the threshold), no turn limit, no count signal, no artifact ledger, no tiered masking.
     ///
     /// For comparing pith's defaults with the policy of the pi coding agent on the same sessions.
     pub fn pi() -> Self {
@@ -314,11 +319,12 @@ impl CompactionConfig {
             .with_keep_recent_turns(usize::MAX)
             .with_count_signal(false)
             .with_ledger(false)
+            .with_tiered(false)
     }
 
     /// Codex's policy: compact at 90% of the window; the new view is the instructions, a summary
     /// of everything and the most recent user messages within 20,000 tokens (the tool history is
-    /// dropped); no count signal, no artifact ledger.
+    /// dropped); no count signal, no artifact ledger, no tiered masking.
     ///
     /// For comparing pith's defaults with the policy of the Codex CLI on the same sessions.
     pub fn codex() -> Self {
@@ -328,6 +334,7 @@ impl CompactionConfig {
             .with_tail_policy(TailPolicy::UserMessages)
             .with_count_signal(false)
             .with_ledger(false)
+            .with_tiered(false)
     }
 
     /// Turns the count signal on or off (off: only tokens trigger a compaction).
@@ -351,6 +358,12 @@ impl CompactionConfig {
     /// Turns the artifact ledger on or off.
     pub fn with_ledger(mut self, enabled: bool) -> Self {
         self.ledger = enabled;
+        self
+    }
+
+    /// Turns tiered compaction (masking old tool outputs before summarising) on or off.
+    pub fn with_tiered(mut self, enabled: bool) -> Self {
+        self.tiered = enabled;
         self
     }
 

@@ -36,6 +36,7 @@ pub mod relevance;
 pub mod select;
 pub mod service;
 pub mod summary;
+pub mod tier;
 pub mod trigger;
 
 pub use config::{

@@ -28,6 +28,8 @@ use crate::relevance;
 use crate::summary::{CallLog, Summarizer, SummaryJob};
 use crate::trigger::{CompactionResult, CompactionTrigger};
 
+mod mask_only;
+
 /// The staged compaction service. Cheap to clone: everything inside is shared.
 #[derive(Clone)]
 pub struct CompactionService {
@@ -236,11 +238,13 @@ impl CompactionService {
     ) -> Result<Outcome, CompactionError> {
         let config = &*self.config;
         let counter = self.counter.as_ref();
-        let view = self
+        let mut view = self
             .store
             .load_view(session)
             .await
             .map_err(CompactionError::PersistFailed)?;
+        // Measure what is sent: masked outputs count as their placeholders (originals kept aside).
+        let originals = crate::tier::apply_masks(&mut view);
         let model = view.session.model.clone();
         if let CompactionTrigger::Reactive(info) = trigger {
             if let Some(limit) = info.limit {
@@ -292,6 +296,17 @@ impl CompactionService {
                     threshold,
                 }),
             };
+        }
+        let step = mask_only::MaskStep {
+            session,
+            trigger,
+            view: &view,
+            threshold,
+            log_entries,
+            cancel,
+        };
+        if let Some(outcome) = self.try_mask_only(step, started).await? {
+            return Ok(outcome);
         }
         let requested = match trigger {
             CompactionTrigger::Reactive(info) => info.requested,
@@ -345,11 +360,18 @@ impl CompactionService {
         });
 
         // The span to summarise: the delta (incremental) or everything before the cut.
-        let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
+        // The summarizer and the ledger read masked outputs as they are in the log.
+        let unmasked: Vec<Message> = layout
+            .span
+            .iter()
+            .map(|m| originals.get(&m.id).unwrap_or(m).clone())
+            .collect();
+        let mut span = unmasked.clone();
         let mut previous = view
             .compaction
             .as_ref()
-            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string());
+            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string())
+            .filter(|s| !s.trim().is_empty());
         if !config.enable_incremental && view.compaction.is_some() {
             let log = self
                 .store
@@ -397,8 +419,12 @@ impl CompactionService {
             ))
             .await?;
 
+        let ledger_layout = prune::Layout {
+            span: unmasked.iter().collect(),
+            ..layout.clone()
+        };
         let (text, ledger) = self
-            .appendix(session, &view, &layout, &output.text, appendix_budget, threshold)
+            .appendix(session, &view, &ledger_layout, &output.text, appendix_budget, threshold)
             .await?;
         let output = crate::summary::SummaryOutput { text, ..output };
         let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
@@ -430,6 +456,9 @@ impl CompactionService {
             instructions_hash,
         });
         let mut meta = meta;
+        if let Some(previous) = &view.compaction {
+            meta.masked = crate::tier::carried(&previous.masked, layout.kept);
+        }
         crate::ledger::attach(&mut meta, ledger.as_ref());
         let generation = self
             .store
