@@ -211,3 +211,81 @@ pub fn carried(masks: &[MaskedEntry], kept: &[&Message]) -> Vec<MaskedEntry> {
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pith_core::{Entry, EstimateCounter, SessionRecord};
+
+    fn call(id: &str, tool: &str) -> Message {
+        let mut m = Message::assistant("");
+        m.parts = vec![Part::ToolCall {
+            call_id: id.into(),
+            name: tool.into(),
+            arguments: serde_json::json!({}),
+        }];
+        m
+    }
+
+    /// `n` read calls, each answered by an output of `chars` characters.
+    fn view(n: usize, chars: usize) -> StoredView {
+        let mut log: Vec<Entry> = vec![Message::user("go").into()];
+        for i in 0..n {
+            log.push(call(&format!("c{i}"), "read").into());
+            log.push(Message::tool_result(format!("c{i}"), "z".repeat(chars), false).into());
+        }
+        StoredView::from_log(SessionRecord::new("m", vec![]), &log).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_placeholder_names_tool_call_and_size() {
+        let mask = MaskedEntry {
+            entry_id: EntryId::new(),
+            call_id: "toolu_01".into(),
+            tool: "Bash".into(),
+            tokens: 1234,
+        };
+        assert_eq!(
+            placeholder(&mask),
+            "[output of Bash (call toolu_01) omitted from the context: about 1234 tokens]"
+        );
+    }
+
+    #[test]
+    fn nothing_is_chosen_below_the_minimum_gain() {
+        // Threshold 20,000: 10,000 protected, at least 5,000 to free. 12 outputs of 1,000 tokens
+        // leave two unprotected: too little.
+        assert!(choose(&view(12, 4_000), &EstimateCounter, 20_000).is_none());
+        // 20 outputs leave ten: enough.
+        let chosen = choose(&view(20, 4_000), &EstimateCounter, 20_000).unwrap_or_else(|| panic!("masks"));
+        assert_eq!(chosen.masks.len(), 10);
+        assert_eq!(chosen.masks[0].call_id, "c0", "oldest first");
+        assert_eq!(chosen.masks[0].tool, "read");
+        assert!(chosen.freed >= min_freed_tokens(20_000));
+    }
+
+    #[test]
+    fn masking_in_place_keeps_the_originals_and_carrying_keeps_only_kept_entries() {
+        let mut v = view(20, 4_000);
+        let chosen = choose(&v, &EstimateCounter, 20_000).unwrap_or_else(|| panic!("masks"));
+        let originals = mask_in_place(&mut v, &chosen.masks);
+        assert_eq!(originals.len(), 10);
+        let masked: Vec<&Message> = v
+            .tail_messages()
+            .filter(|m| originals.contains_key(&m.id))
+            .collect();
+        for m in &masked {
+            let (_, content, _) = m.tool_results().next().unwrap_or_else(|| panic!("result"));
+            assert!(content.starts_with("[output of read (call c"));
+            let (_, original, _) = originals[&m.id]
+                .tool_results()
+                .next()
+                .unwrap_or_else(|| panic!("result"));
+            assert_eq!(original.len(), 4_000);
+        }
+        let kept = &masked[5..];
+        let carried = carried(&chosen.masks, kept);
+        assert_eq!(carried.len(), 5);
+        assert!(carried.iter().all(|c| kept.iter().any(|m| m.id == c.entry_id)));
+    }
+}
