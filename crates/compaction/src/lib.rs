@@ -14,7 +14,8 @@
 //!
 //! Around them: [`plan`] (the cut and budgets before any model call), [`budget`] (the summary
 //! request's budget), [`breaker`] (the per-session circuit breaker), [`relevance`] (opt-in
-//! grading of the span) and [`projection`] (how a stored view becomes the model's messages).
+//! grading of the span), [`projection`] (how a stored view becomes the model's messages) and
+//! [`tier`] (tiered compaction: old tool outputs masked before summarising).
 
 #![warn(missing_docs)]
 
