@@ -424,7 +424,14 @@ impl CompactionService {
             ..layout.clone()
         };
         let (text, ledger) = self
-            .appendix(session, &view, &ledger_layout, &output.text, appendix_budget, threshold)
+            .appendix(
+                session,
+                &view,
+                &ledger_layout,
+                &output.text,
+                appendix_budget,
+                threshold,
+            )
             .await?;
         let output = crate::summary::SummaryOutput { text, ..output };
         let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
