@@ -18,7 +18,10 @@ async fn the_threshold_turn_commits_the_summary_written_in_the_background() {
     let window = 64_000;
     let env = env(
         window,
-        CompactionConfig::default().with_count_signal(false),
+        // Tiered masking off: alone it would handle these tool-heavy turns without a summary.
+        CompactionConfig::default()
+            .with_count_signal(false)
+            .with_tiered(false),
         RuntimeConfig::default().with_stream(false),
         vec![Arc::new(read_tool(3_600))],
     )

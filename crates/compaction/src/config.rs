@@ -154,6 +154,9 @@ pub struct CompactionConfig {
     /// The artifact ledger: paths, user messages, errors and decisions of every summarised span,
     /// carried forward and appended to the handoff (on by default).
     pub ledger: bool,
+    /// Tiered compaction: mask old tool outputs before summarising, and commit the masks alone
+    /// when that brings the view to `target_ratio` × threshold (on by default; see [`crate::tier`]).
+    pub tiered: bool,
     /// Speculative compaction: past the soft threshold the summary is written in the background
     /// and adopted at the threshold when still valid ([`crate::speculative`]; on by default).
     pub speculative: bool,
@@ -187,6 +190,7 @@ impl std::fmt::Debug for CompactionConfig {
             .field("threshold_ratio", &self.threshold_ratio)
             .field("tail_policy", &self.tail_policy)
             .field("ledger", &self.ledger)
+            .field("tiered", &self.tiered)
             .field("speculative", &self.speculative)
             .finish()
     }
@@ -213,6 +217,7 @@ impl Default for CompactionConfig {
             threshold_ratio: None,
             tail_policy: TailPolicy::RecentTurns,
             ledger: true,
+            tiered: true,
             speculative: true,
         }
     }
@@ -309,7 +314,8 @@ impl CompactionConfig {
     }
 
     /// pi's policy: reserve 16,384 (15% fallback), keep the newest 20,000 tokens (scaled to at most
-    /// 40% of the threshold), no turn limit, no count signal, no artifact ledger, no speculation.
+    /// 40% of the threshold), no turn limit, no count signal, no artifact ledger, no tiered masking,
+    /// no speculation.
     ///
     /// For comparing pith's defaults with the policy of the pi coding agent on the same sessions.
     pub fn pi() -> Self {
@@ -319,12 +325,13 @@ impl CompactionConfig {
             .with_keep_recent_turns(usize::MAX)
             .with_count_signal(false)
             .with_ledger(false)
+            .with_tiered(false)
             .with_speculative(false)
     }
 
     /// Codex's policy: compact at 90% of the window; the new view is the instructions, a summary
     /// of everything and the most recent user messages within 20,000 tokens (the tool history is
-    /// dropped); no count signal, no artifact ledger, no speculation.
+    /// dropped); no count signal, no artifact ledger, no tiered masking, no speculation.
     ///
     /// For comparing pith's defaults with the policy of the Codex CLI on the same sessions.
     pub fn codex() -> Self {
@@ -334,6 +341,7 @@ impl CompactionConfig {
             .with_tail_policy(TailPolicy::UserMessages)
             .with_count_signal(false)
             .with_ledger(false)
+            .with_tiered(false)
             .with_speculative(false)
     }
 
@@ -358,6 +366,12 @@ impl CompactionConfig {
     /// Turns the artifact ledger on or off.
     pub fn with_ledger(mut self, enabled: bool) -> Self {
         self.ledger = enabled;
+        self
+    }
+
+    /// Turns tiered compaction (masking old tool outputs before summarising) on or off.
+    pub fn with_tiered(mut self, enabled: bool) -> Self {
+        self.tiered = enabled;
         self
     }
 

@@ -14,8 +14,8 @@
 //!
 //! Around them: [`plan`] (the cut and budgets before any model call), [`budget`] (the summary
 //! request's budget), [`breaker`] (the per-session circuit breaker), [`relevance`] (opt-in
-//! grading of the span), [`projection`] (how a stored view becomes the model's messages) and
-//! [`speculative`] (the summary written in the background before the threshold is reached).
+//! grading of the span), [`projection`] (how a stored view becomes the model's messages),
+//! [`tier`] (tiered compaction: old tool outputs masked before summarising) and [`speculative`] (the summary written in the background before the threshold is reached).
 
 #![warn(missing_docs)]
 
@@ -38,6 +38,7 @@ pub mod select;
 pub mod service;
 pub mod speculative;
 pub mod summary;
+pub mod tier;
 pub mod trigger;
 
 pub use config::{

@@ -43,8 +43,12 @@ fn synthetic(id: EntryId, role: Role, parts: Vec<Part>, at: DateTime<Utc>) -> Me
     }
 }
 
-/// The messages that carry a compaction's summary, in `style`.
+/// The messages that carry a compaction's summary, in `style`; none when the record has no
+/// summary (a tiered compaction that only masked tool outputs of a session never summarised).
 pub fn summary_messages(meta: &CompactionMeta, style: ProjectionStyle) -> Vec<Message> {
+    if meta.summary.trim().is_empty() {
+        return Vec::new();
+    }
     render_summary(meta.id, &meta.summary, meta.created_at, style)
 }
 
@@ -99,10 +103,7 @@ fn masked(message: &Message, meta: &CompactionMeta) -> Message {
                 .iter()
                 .find(|x| x.entry_id == message.id && &x.call_id == call_id)
             {
-                *content = format!(
-                    "[output of {} omitted from the context: about {} tokens]",
-                    mask.tool, mask.tokens
-                );
+                *content = crate::tier::placeholder(mask);
             }
         }
     }

@@ -29,6 +29,8 @@ use crate::speculative::Speculations;
 use crate::summary::{CallLog, Summarizer, SummaryJob};
 use crate::trigger::{CompactionResult, CompactionTrigger};
 
+mod mask_only;
+
 /// The staged compaction service. Cheap to clone: everything inside is shared.
 #[derive(Clone)]
 pub struct CompactionService {
@@ -256,11 +258,13 @@ impl CompactionService {
     ) -> Result<Outcome, CompactionError> {
         let config = &*self.config;
         let counter = self.counter.as_ref();
-        let view = self
+        let mut view = self
             .store
             .load_view(session)
             .await
             .map_err(CompactionError::PersistFailed)?;
+        // Measure what is sent: masked outputs count as their placeholders (originals kept aside).
+        let originals = crate::tier::apply_masks(&mut view);
         let model = view.session.model.clone();
         if let CompactionTrigger::Reactive(info) = trigger {
             if let Some(limit) = info.limit {
@@ -312,6 +316,17 @@ impl CompactionService {
                     threshold,
                 }),
             };
+        }
+        let step = mask_only::MaskStep {
+            session,
+            trigger,
+            view: &view,
+            threshold,
+            log_entries,
+            cancel,
+        };
+        if let Some(outcome) = self.try_mask_only(step, started).await? {
+            return Ok(outcome);
         }
         let requested = match trigger {
             CompactionTrigger::Reactive(info) => info.requested,
@@ -378,11 +393,25 @@ impl CompactionService {
             trigger: trigger.kind(),
         });
 
+        // The summarizer and the ledger read masked outputs as they are in the log.
+        let unmasked: Vec<Message> = layout
+            .span
+            .iter()
+            .map(|m| originals.get(&m.id).unwrap_or(m).clone())
+            .collect();
         let output = match adopted {
             Some(output) => output,
             None => {
                 let (job, previous) = self
-                    .summary_job(session, &view, &layout, trigger.instructions(), cancel, calls)
+                    .summary_job(
+                        session,
+                        &view,
+                        &layout,
+                        unmasked.clone(),
+                        trigger.instructions(),
+                        cancel,
+                        calls,
+                    )
                     .await?;
                 self.summarize(job, previous)
                     .instrument(tracing::info_span!(
@@ -394,8 +423,19 @@ impl CompactionService {
             }
         };
 
+        let ledger_layout = prune::Layout {
+            span: unmasked.iter().collect(),
+            ..layout.clone()
+        };
         let (text, ledger) = self
-            .appendix(session, &view, &layout, &output.text, appendix_budget, threshold)
+            .appendix(
+                session,
+                &view,
+                &ledger_layout,
+                &output.text,
+                appendix_budget,
+                threshold,
+            )
             .await?;
         let output = crate::summary::SummaryOutput { text, ..output };
         let summary_tokens = prune::projected_summary_tokens(&output.text, config.projection, counter);
@@ -427,6 +467,9 @@ impl CompactionService {
             instructions_hash,
         });
         let mut meta = meta;
+        if let Some(previous) = &view.compaction {
+            meta.masked = crate::tier::carried(&previous.masked, layout.kept);
+        }
         crate::ledger::attach(&mut meta, ledger.as_ref());
         let generation = self
             .store
@@ -488,23 +531,27 @@ impl CompactionService {
         Ok((format!("{summary}{rendered}"), Some(ledger)))
     }
 
-    /// The summary job for `layout`: the span (the delta, or with incremental summaries off
-    /// everything before the cut), graded when relevance selection is on; and the previous summary.
+    /// The summary job for `layout`: `span` (the layout's span with masked outputs restored; with
+    /// incremental summaries off, everything before the cut), graded when relevance selection is
+    /// on; and the previous summary.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn summary_job(
         &self,
         session: SessionId,
         view: &pith_core::StoredView,
         layout: &crate::prune::Layout<'_>,
+        span: Vec<Message>,
         instructions: Option<&str>,
         cancel: &CancellationToken,
         calls: &Arc<CallLog>,
     ) -> Result<(SummaryJob, Option<String>), CompactionError> {
         let config = &*self.config;
-        let mut span: Vec<Message> = layout.span.iter().map(|m| (*m).clone()).collect();
+        let mut span = span;
         let mut previous = view
             .compaction
             .as_ref()
-            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string());
+            .map(|m| crate::ledger::strip_appendix(&m.summary).to_string())
+            .filter(|s| !s.trim().is_empty());
         if !config.enable_incremental && view.compaction.is_some() {
             let log = self
                 .store

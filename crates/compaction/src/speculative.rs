@@ -19,6 +19,9 @@
 //! speculation that is still running when the threshold is reached is awaited: it started
 //! earlier, so the wait is shorter than a fresh summary.
 //!
+//! When tiered compaction will most likely reach the target by masking old tool outputs alone,
+//! no speculative summary is written: it would be paid for and thrown away.
+//!
 //! Because the tail grows between the soft and the hard threshold, the speculation plans with
 //! the tail budget shrunk by the gap between the two thresholds, so the view it leaves at the
 //! hard threshold keeps about the tail a synchronous compaction would keep.
@@ -194,10 +197,12 @@ impl CompactionService {
         if breaker.open {
             return Err(CompactionError::CircuitOpen);
         }
-        let view = store
+        let mut view = store
             .load_view(session)
             .await
             .map_err(CompactionError::PersistFailed)?;
+        // Measured as sent (masked outputs as placeholders), summarised as logged.
+        let originals = crate::tier::apply_masks(&mut view);
         if view.generation != generation {
             return Ok(None);
         }
@@ -209,6 +214,10 @@ impl CompactionService {
             return Ok(None);
         };
         let gap = threshold - soft;
+        if self.masking_will_do(&view, threshold, gap) {
+            tracing::debug!(session_id = %session, "masks alone will reach the target; no speculative summary");
+            return Ok(None);
+        }
         let mut shrunk = config.clone();
         shrunk.keep_recent_tokens = config.effective_keep_recent_tokens(threshold).saturating_sub(gap);
         let msgs: Vec<&Message> = view.tail_messages().collect();
@@ -228,14 +237,53 @@ impl CompactionService {
         let Some(last) = planned.layout.cut.checked_sub(1).map(|i| msgs[i].id) else {
             return Ok(None);
         };
+        let span = planned
+            .layout
+            .span
+            .iter()
+            .map(|m| originals.get(&m.id).unwrap_or(m).clone())
+            .collect();
         let (job, previous) = self
-            .summary_job(session, &view, &planned.layout, None, &cancel, &calls)
+            .summary_job(session, &view, &planned.layout, span, None, &cancel, &calls)
             .await?;
         let output = self.summarize(job, previous).await?;
         Ok(Some(Speculated {
             last_summarized: last,
             output,
         }))
+    }
+
+    /// Whether tiered compaction will most likely handle the threshold alone (a mask-only commit,
+    /// no summary call), in which case a speculative summary would be paid for and thrown away.
+    ///
+    /// The view is projected to the threshold: it grows by `gap` tokens with the share of tool
+    /// output it has now; the outputs beyond the protected newest ones are masked when that frees
+    /// enough, and the rest must reach the target.
+    fn masking_will_do(&self, view: &StoredView, threshold: u64, gap: u64) -> bool {
+        let config = self.config();
+        if !config.tiered
+            || config.tail_policy == crate::config::TailPolicy::UserMessages
+            || crate::overflow::view_message_count(view) > config.effective_max_messages()
+        {
+            return false;
+        }
+        let counter = self.counter();
+        let now =
+            crate::overflow::estimate_view(view, config.projection, &view.session.tools, counter).max(1);
+        let outputs: u64 = view
+            .tail_messages()
+            .flat_map(|m| m.parts.iter())
+            .filter_map(|p| match p {
+                pith_core::Part::ToolResult { content, .. } => {
+                    Some(counter.count_text(&crate::prompt::clip_tool_output(content)))
+                }
+                _ => None,
+            })
+            .sum();
+        let grown_outputs = outputs + (gap as f64 * outputs as f64 / now as f64) as u64;
+        let freed = grown_outputs.saturating_sub(crate::tier::protected_tokens(threshold));
+        freed >= crate::tier::min_freed_tokens(threshold)
+            && (now + gap).saturating_sub(freed) <= prune::target(threshold, config.target_ratio)
     }
 
     /// Takes the session's speculation for a compaction of `view`: awaited when still running,

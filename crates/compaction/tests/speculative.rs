@@ -89,9 +89,11 @@ impl Summarizer for Gated {
     }
 }
 
+/// Speculation alone: tiered masking off (it would handle these tool-heavy sessions by itself).
 fn config(summarizer: Arc<Gated>) -> CompactionConfig {
     CompactionConfig::default()
         .with_count_signal(false)
+        .with_tiered(false)
         .with_summarizer(summarizer)
 }
 
@@ -292,4 +294,23 @@ async fn a_speculation_that_would_not_fit_falls_back_to_a_synchronous_summary() 
     assert_ne!(seen[0].last, seen[1].last, "the synchronous summary cuts later");
     assert_eq!(result.meta.summarized.unwrap().last, seen[1].last.unwrap());
     assert_eq!(wait_for_discarded_usage(&h, id).await, 1);
+}
+
+#[tokio::test]
+async fn no_summary_is_speculated_when_masking_old_outputs_will_reach_the_target() {
+    let h = Harness::new(WINDOW);
+    let summarizer = Gated::new("spec", false);
+    let service = h.service(config(summarizer.clone()).with_tiered(true));
+    let (id, generation, ctx) = session_past_soft(&h, &service).await;
+    let threshold = service.config().threshold(WINDOW).unwrap();
+    assert!(service.speculate(id, generation, ctx, threshold));
+    // Let the background task run to its end.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(summarizer.calls(), 0, "no summary call was speculated");
+
+    append(h.store.as_ref(), id, turns(40, 48, 8_000)).await;
+    let result = service.compact(id, CompactionTrigger::Proactive).await.unwrap();
+    assert_eq!(result.strategy, CompactionStrategy::MaskOnly);
+    assert_eq!(summarizer.calls(), 0);
+    assert!(h.store.usage(id).await.unwrap().is_empty(), "nothing paid for");
 }

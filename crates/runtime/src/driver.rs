@@ -290,7 +290,7 @@ impl<'a> TurnDriver<'a> {
             v = self.rt.store.load_view(self.session_id) => v,
         };
         let view = match loaded {
-            Ok(v) => v,
+            Ok(v) => pith_compaction::tier::masked_view(v),
             Err(e) => {
                 self.store_error = Some(e);
                 return Next::Event(Event::StoreFailed);

@@ -80,6 +80,16 @@ pub enum Command {
         /// Reject this model call (1-based) once as a context overflow, to exercise compact-and-retry.
         #[arg(long)]
         simulate_overflow_at: Option<u64>,
+        /// Turn tiered compaction (masking old tool outputs before summarising) on, whatever the
+        /// policy's default.
+        #[arg(long, conflicts_with = "no_tiered")]
+        tiered: bool,
+        /// Turn tiered compaction off (summarise only), whatever the policy's default.
+        #[arg(long)]
+        no_tiered: bool,
+        /// Share of the threshold a committed view may use, instead of the policy's (0.6).
+        #[arg(long)]
+        target_ratio: Option<f64>,
     },
     /// Import a recorded agent session into the store.
     Import {
@@ -182,6 +192,9 @@ pub async fn run(cli: Cli) -> Result<()> {
             summary_model,
             dump_views,
             simulate_overflow_at,
+            tiered,
+            no_tiered,
+            target_ratio,
         } => {
             let args = replay::ReplayArgs {
                 file,
@@ -190,6 +203,12 @@ pub async fn run(cli: Cli) -> Result<()> {
                 summary_model,
                 dump_views,
                 simulate_overflow_at,
+                tiered: match (tiered, no_tiered) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
+                },
+                target_ratio,
             };
             replay::run(&cli.store, args, json).await
         }

@@ -20,6 +20,8 @@ pub struct ReplayArgs {
     pub summary_model: Option<String>,
     pub dump_views: Option<PathBuf>,
     pub simulate_overflow_at: Option<u64>,
+    pub tiered: Option<bool>,
+    pub target_ratio: Option<f64>,
 }
 
 /// A progress bar on standard error, hidden for JSON output or when stderr is not a terminal.
@@ -79,7 +81,9 @@ pub async fn run(store: &StoreUrl, args: ReplayArgs, json: bool) -> Result<()> {
         .with_policy(args.policy)
         .with_summary_model(args.summary_model)
         .with_dump_views(args.dump_views)
-        .with_overflow_at(args.simulate_overflow_at);
+        .with_overflow_at(args.simulate_overflow_at)
+        .with_tiered(args.tiered)
+        .with_target_ratio(args.target_ratio);
     let label = args
         .file
         .file_name()

@@ -60,6 +60,11 @@ pub struct ReplayOptions {
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
     /// A summarizer to use instead of the deterministic one or the summary model.
     pub summarizer: Option<Arc<dyn pith_compaction::Summarizer>>,
+    /// Tiered compaction on or off; `None` (the default) leaves it as the policy sets it (on for
+    /// pith, off for pi and codex).
+    pub tiered: Option<bool>,
+    /// The share of the threshold a committed view may use (`None`: the policy's).
+    pub target_ratio: Option<f64>,
 }
 
 impl std::fmt::Debug for ReplayOptions {
@@ -70,6 +75,8 @@ impl std::fmt::Debug for ReplayOptions {
             .field("summary_model", &self.summary_model)
             .field("dump_views", &self.dump_views)
             .field("overflow_at", &self.overflow_at)
+            .field("tiered", &self.tiered)
+            .field("target_ratio", &self.target_ratio)
             .finish()
     }
 }
@@ -85,7 +92,22 @@ impl ReplayOptions {
             overflow_at: None,
             progress: None,
             summarizer: None,
+            tiered: None,
+            target_ratio: None,
         }
+    }
+
+    /// Overrides the policy's `target_ratio` (the share of the threshold a committed view may use).
+    pub fn with_target_ratio(mut self, ratio: Option<f64>) -> Self {
+        self.target_ratio = ratio;
+        self
+    }
+
+    /// Turns tiered compaction on or off (`None`: as the policy sets it), to compare masking
+    /// before summarising with summarising only.
+    pub fn with_tiered(mut self, tiered: Option<bool>) -> Self {
+        self.tiered = tiered;
+        self
     }
 
     /// Summarises with `summarizer` (e.g. a scripted one) instead of the deterministic one.
@@ -168,6 +190,13 @@ pub async fn replay(
         },
     );
     let mut config = options.policy.config();
+    if let Some(tiered) = options.tiered {
+        config = config.with_tiered(tiered);
+    }
+    if let Some(ratio) = options.target_ratio {
+        config = config.with_target_ratio(ratio);
+    }
+    let tiered = config.tiered;
     config = match (&options.summarizer, &options.summary_model) {
         (Some(summarizer), _) => config.with_summarizer(summarizer.clone()),
         (None, Some(model)) => config.with_summary_model(model.clone()),
@@ -244,6 +273,9 @@ pub async fn replay(
     let mut rows = Vec::new();
     let mut summary_tokens = 0;
     let mut summary_calls = 0u64;
+    let mut mask_only = 0u64;
+    let mut masked_outputs = 0u64;
+    let mut masked_before = std::collections::HashSet::new();
     if let Some(dir) = &options.dump_views {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -261,6 +293,14 @@ pub async fn replay(
         summary_tokens +=
             meta.usage.input + meta.usage.output + meta.usage.cache_read + meta.usage.cache_write;
         summary_calls += u64::from(meta.summary_calls);
+        if meta.strategy == pith_core::CompactionStrategy::MaskOnly {
+            mask_only += 1;
+        }
+        for m in &meta.masked {
+            if masked_before.insert((m.entry_id, m.call_id.clone())) {
+                masked_outputs += 1;
+            }
+        }
         if let Some(dir) = &options.dump_views {
             let span = retention::span(&log, meta)
                 .iter()
@@ -294,6 +334,9 @@ pub async fn replay(
         tool_pairs_split: stats.tool_pairs_split,
         turns: total,
         summary_calls,
+        tiered,
+        mask_only_compactions: mask_only,
+        masked_outputs,
         tool_outputs_clipped: script.clipped_results,
         simulated_overflows: stats.injected_overflows,
         session_id: session.to_string(),

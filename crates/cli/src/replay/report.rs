@@ -57,6 +57,15 @@ pub struct ReplayReport {
     pub turns: u64,
     /// Summary calls across all compactions.
     pub summary_calls: u64,
+    /// Whether tiered compaction (masking old tool outputs before summarising) was on.
+    #[serde(default)]
+    pub tiered: bool,
+    /// Compactions that only masked tool outputs and made no summary call.
+    #[serde(default)]
+    pub mask_only_compactions: u64,
+    /// Tool outputs masked across the replay (each counted once, when it was first masked).
+    #[serde(default)]
+    pub masked_outputs: u64,
     /// Tool outputs longer than 4,000 characters, sent clipped to their first and last 2,000.
     pub tool_outputs_clipped: u64,
     /// Requests rejected as overflow by the simulated provider limit.
@@ -90,11 +99,12 @@ impl ReplayReport {
         );
         let _ = writeln!(
             out,
-            "turns {}  model calls {}  compactions {} ({} reactive)  summary calls {}",
+            "turns {}  model calls {}  compactions {} ({} reactive, {} mask-only)  summary calls {}",
             self.turns,
             self.model_calls,
             self.compactions.len(),
             self.count_trigger("reactive"),
+            self.mask_only_compactions,
             self.summary_calls
         );
         if !self.compactions.is_empty() {
