@@ -51,10 +51,10 @@ fn round(i: u64) -> Vec<Entry> {
         name: "read".into(),
         arguments: serde_json::json!({"path": format!("src/f{i}.rs")}),
     });
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         call.usage = Some(Usage::from_openai(900 + 300 * i, 20, 0));
     }
-    let body = if i % 3 == 0 {
+    let body = if i.is_multiple_of(3) {
         "y".repeat(9_000)
     } else {
         format!("line {i}\n").repeat(20)
