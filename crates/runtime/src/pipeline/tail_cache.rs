@@ -10,7 +10,9 @@
 //!
 //! The cache is valid for one generation and one tail: when the generation, the compaction
 //! record or the first cached entry differ, or the tail no longer holds the last cached entry at
-//! its position, it is rebuilt from the view (O(view) once).
+//! its position, it is rebuilt from the view (O(view) once). It assumes that an entry's content
+//! does not change within a generation (the log is append-only): a step that rewrites loaded
+//! views, such as masking tool outputs in place, must rewrite every load of that generation.
 
 use pith_compaction::{overflow, projection, ProjectionStyle};
 use pith_core::{EntryId, Role, StoredView, TokenCounter};
