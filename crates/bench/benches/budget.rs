@@ -3,14 +3,19 @@
 //! `cargo bench -p pith-bench --bench budget`. The view holds the whole history (a session
 //! never compacted: the worst case). Each iteration appends one fresh entry — a new reply, as
 //! between two model calls — and runs the check on the grown view, with the runtime's
-//! ContextPipeline warmed on the history before (its per-entry estimates are cached per session).
+//! ContextPipeline warmed on the history before (its running totals are cached per session).
 //! The view is cut back to its size (and the cache re-warmed, untimed) once it grew by a tenth
 //! (at least 10 entries), so every size is measured within 10% of its nominal history.
 //!
-//! Functions: `prepare` (ContextPipeline::prepare, what the runtime runs before every model
-//! call), and its parts: `project_trim` (projection + clipping of the request's messages),
-//! `count_signal` (`overflow::view_message_count`), and `context_tokens_uncached`
-//! (`overflow::context_tokens`, the same decision without the cache).
+//! Functions:
+//! - `prepare`: `ContextPipeline::prepare`, the per-turn check the runtime runs before every
+//!   model call (token budget and count signal; no message is copied);
+//! - `request_messages`: `ContextPipeline::request_messages`, building the messages of a request
+//!   that is actually sent (projection + clipping), from a copy of the view made untimed — what
+//!   the driver does right before the model call; it is O(view) by nature, since every message
+//!   is sent;
+//! - `context_tokens_uncached`: `overflow::context_tokens` + `overflow::view_message_count`, the
+//!   same decision by walking the whole view, without the pipeline's cache.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::cell::RefCell;
@@ -19,9 +24,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use pith_bench::history;
-use pith_compaction::{overflow, projection, ProjectionStyle};
+use pith_compaction::{overflow, ProjectionStyle};
 use pith_core::{EstimateCounter, Message, StoredView, TokenCounter, Usage};
-use pith_runtime::pipeline::{trim, ContextPipeline};
+use pith_runtime::pipeline::ContextPipeline;
 
 const SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
 const WINDOW: u64 = 100_000_000;
@@ -85,26 +90,22 @@ fn budget_check(c: &mut Criterion) {
                 BatchSize::SmallInput,
             )
         });
-        group.bench_with_input(BenchmarkId::new("project_trim", n), &n, |b, _| {
+        // The copy of the view is made untimed; the built messages are dropped untimed too.
+        let batch = if n >= 10_000 {
+            BatchSize::PerIteration
+        } else {
+            BatchSize::SmallInput
+        };
+        group.bench_with_input(BenchmarkId::new("request_messages", n), &n, |b, _| {
             b.iter_batched(
-                || fixture.borrow_mut().next_entry(),
-                |entry| {
+                || {
                     let mut f = fixture.borrow_mut();
+                    let entry = f.next_entry();
                     f.view.tail.push(entry);
-                    trim(projection::project(&f.view, ProjectionStyle::Reminder)).len()
+                    f.view.clone()
                 },
-                BatchSize::SmallInput,
-            )
-        });
-        group.bench_with_input(BenchmarkId::new("count_signal", n), &n, |b, _| {
-            b.iter_batched(
-                || fixture.borrow_mut().next_entry(),
-                |entry| {
-                    let mut f = fixture.borrow_mut();
-                    f.view.tail.push(entry);
-                    overflow::view_message_count(&f.view)
-                },
-                BatchSize::SmallInput,
+                |view| fixture.borrow().pipeline.request_messages(view),
+                batch,
             )
         });
         group.bench_with_input(BenchmarkId::new("context_tokens_uncached", n), &n, |b, _| {
@@ -113,12 +114,13 @@ fn budget_check(c: &mut Criterion) {
                 |entry| {
                     let mut f = fixture.borrow_mut();
                     f.view.tail.push(entry);
-                    overflow::context_tokens(
+                    let tokens = overflow::context_tokens(
                         &f.view,
                         ProjectionStyle::Reminder,
                         &f.view.session.tools,
                         &EstimateCounter,
-                    )
+                    );
+                    (tokens, overflow::view_message_count(&f.view))
                 },
                 BatchSize::SmallInput,
             )

@@ -184,6 +184,12 @@ pub struct LoadReport {
     pub unattributed_calls: u64,
     /// Requests the stub answered, by kind: tool calls, final answers, summaries.
     pub stub_replies: [u64; 3],
+    /// CPU time (user + system) of the whole process during the turns, in seconds: runtime,
+    /// HTTP client and the stub server together.
+    pub cpu_s: f64,
+    /// `cpu_s` per finished turn, in microseconds: the CPU a turn costs, whatever the machine's
+    /// load (wall-time overheads also hold the time spent waiting for a CPU).
+    pub cpu_per_turn_us: f64,
     /// Peak resident set size of the process (VmHWM), in MiB.
     pub peak_rss_mib: f64,
     /// The final log check.
@@ -312,6 +318,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
     }
     timed.appends.take();
     let unattributed_before = UNATTRIBUTED_CALLS.load(Ordering::Relaxed);
+    let cpu_before = crate::rss::cpu_seconds().unwrap_or(0.0);
     let started = Instant::now();
     let tasks: Vec<_> = ids
         .iter()
@@ -334,6 +341,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu_s = crate::rss::cpu_seconds().unwrap_or(0.0) - cpu_before;
     let stats = stub.stats();
     let stub_replies = [
         stats.tool_replies.load(Ordering::Relaxed),
@@ -360,6 +368,8 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         commit_latency: Percentiles::of(&mut commits),
         unattributed_calls: UNATTRIBUTED_CALLS.load(Ordering::Relaxed) - unattributed_before,
         stub_replies,
+        cpu_s,
+        cpu_per_turn_us: if ok == 0 { 0.0 } else { cpu_s * 1e6 / ok as f64 },
         peak_rss_mib: crate::rss::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
         check,
     })

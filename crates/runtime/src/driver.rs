@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use pith_compaction::{CompactionError, CompactionTrigger, OverflowInfo};
-use pith_core::{AgentEvent, Entry, EventSink, Message, SessionId, Usage};
+use pith_core::{AgentEvent, Entry, EventSink, Message, SessionId, StoredView, Usage};
 use pith_router::{ChatRequest, ChatResponse, ProviderError};
 use pith_store::{AppendRequest, StoreError, UsagePurpose, UsageRecord};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,8 @@ pub(crate) struct TurnDriver<'a> {
     cancel: CancellationToken,
     state: TurnState,
     prepared: Option<Prepared>,
+    /// The view the budget was decided for; the request is built from it when it is sent.
+    view: Option<StoredView>,
     reply: Option<ChatResponse>,
     results: Vec<CallResult>,
     usage: Usage,
@@ -72,6 +74,7 @@ impl<'a> TurnDriver<'a> {
             cancel,
             state: TurnState::new(rt.config.max_steps),
             prepared: None,
+            view: None,
             reply: None,
             results: Vec::new(),
             usage: Usage::default(),
@@ -318,6 +321,7 @@ impl<'a> TurnDriver<'a> {
                     );
                 }
                 self.prepared = Some(prepared);
+                self.view = Some(view);
                 Next::Event(Event::ViewReady(budget))
             }
             Err(e) => {
@@ -377,11 +381,13 @@ impl<'a> TurnDriver<'a> {
         if self.cancel.is_cancelled() {
             return Next::Event(Event::Cancel);
         }
-        let Some(prepared) = self.prepared.as_ref() else {
+        let (Some(prepared), Some(view)) = (self.prepared.as_ref(), self.view.take()) else {
             return Next::Event(Event::ModelFailed);
         };
+        // Built only now that the request is sent, by moving the view's messages.
+        let messages = self.rt.pipeline.request_messages(view);
         let config = &self.rt.config;
-        let mut request = ChatRequest::new(self.model.clone(), prepared.messages.clone())
+        let mut request = ChatRequest::new(self.model.clone(), messages)
             .with_tools(self.rt.tools.declarations())
             .streaming(config.stream);
         if let Some(max) = config.max_output_tokens {

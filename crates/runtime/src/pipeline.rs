@@ -1,20 +1,27 @@
-//! The ContextPipeline: from the stored view to the request that is sent, with its budget.
+//! The ContextPipeline: the budget check before every model call, and the request it sends.
 //!
-//! Three stages, run before **every** model call (also between the tool calls of one turn):
+//! Run before **every** model call (also between the tool calls of one turn), in two steps:
 //!
-//! 1. **projection**: the stored view rendered as messages
-//!    (`pith_compaction::projection::project`): instructions, reminders, summary handoff, tail;
-//! 2. **trim**: over-long tool-result bodies are clipped by the one clipping rule
+//! 1. **budget check** ([`ContextPipeline::prepare`]): the context size is the larger of the
+//!    last reply's reported usage plus the estimate of what came after it (replies after the
+//!    latest compaction only) and the estimate of the whole request including tool schemas,
+//!    compared with the threshold of the compaction crate (`window − reserve`) and the window
+//!    itself; the count signal compares the view's conversation messages with `max_messages`.
+//!    Tool-result bodies are measured as the clipping rule will send them.
+//! 2. **request** ([`ContextPipeline::request_messages`]), only when a request is actually sent:
+//!    the stored view projected (`pith_compaction::projection`: instructions, reminders, summary
+//!    handoff, tail) with over-long tool-result bodies clipped by the one clipping rule
 //!    (`pith_compaction::prompt::clip_tool_output`); user text, instructions and tool arguments
-//!    are never touched;
-//! 3. **budget check**: the context size is the larger of the last reply's reported usage plus
-//!    the estimate of what came after it (replies after the latest compaction only) and the
-//!    estimate of the whole request including tool schemas, compared with the threshold of the
-//!    compaction crate (`window − reserve`) and the window itself.
+//!    are never touched.
 //!
-//! The estimate agrees with `pith_compaction::overflow::context_tokens` (a test checks it) but
-//! costs O(new entries): per-entry estimates are cached per session and reused while the view's
-//! generation and tail prefix are unchanged.
+//! The check agrees exactly with `pith_compaction::overflow::context_tokens` and
+//! `view_message_count` (tests check it) but costs O(new entries): per-entry estimates, the
+//! message count, the newest measured reply and the tokens of the parts only a compaction
+//! changes are carried forward per session (see `tail_cache`), and no message is copied. The
+//! request is built by moving the loaded view's messages; only clipped tool results are new
+//! strings.
+
+mod tail_cache;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,15 +29,20 @@ use std::sync::{Arc, Mutex};
 use pith_compaction::overflow;
 use pith_compaction::prompt::clip_tool_output;
 use pith_compaction::{projection, ConfigError, ProjectionStyle};
-use pith_core::{EntryId, Message, Part, SessionId, StoredView, TokenCounter, ToolDeclaration};
+use pith_core::{Entry, Message, Part, SessionId, StoredView, TokenCounter, ToolDeclaration};
 
 use crate::fsm::Budget;
+use tail_cache::TailCache;
 
-/// The request the pipeline prepared, with its budget.
-#[derive(Debug, Clone, PartialEq)]
+/// Sessions whose running totals are kept by default (see
+/// [`ContextPipeline::with_max_cached_sessions`]).
+pub const DEFAULT_MAX_CACHED_SESSIONS: usize = 16_384;
+
+/// The budget decided for a view: what the driver needs to choose between sampling and
+/// compacting. The request's messages are built separately, only when a request is sent
+/// ([`ContextPipeline::request_messages`]), so a check copies nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepared {
-    /// The messages to send: projected and trimmed.
-    pub messages: Vec<Message>,
     /// The context size decided on: max(reported usage + later estimate, whole estimate).
     pub context_tokens: u64,
     /// The local estimate of the whole request.
@@ -43,80 +55,55 @@ pub struct Prepared {
     pub window: u64,
     /// The verdict.
     pub budget: Budget,
-    /// The generation of the view the request was built from.
+    /// The generation of the view the budget was decided for.
     pub generation: u64,
 }
 
-/// Cached per-entry estimates of one session's tail.
+/// The pipeline's shared state: one running-totals cache per session, and the tools' tokens.
 #[derive(Debug, Default)]
-struct TailCache {
-    generation: u64,
-    ids: Vec<EntryId>,
-    /// `prefix[i]` = tokens of the first `i` tail entries.
-    prefix: Vec<u64>,
-    /// Instructions and reminders before the tail.
-    fixed: HashMap<EntryId, u64>,
+struct State {
+    sessions: HashMap<SessionId, TailCache>,
+    /// The tool declarations last measured and their tokens (they rarely change).
+    tools: Option<(Vec<ToolDeclaration>, u64)>,
+    /// Logical clock for eviction.
+    tick: u64,
 }
 
-impl TailCache {
-    /// Brings the cache up to date with `view`, estimating only entries it has not seen.
-    fn update(&mut self, view: &StoredView, counter: &dyn TokenCounter) {
-        let reusable = self.generation == view.generation
-            && self.ids.len() <= view.tail.len()
-            && self.ids.first().is_none_or(|id| *id == view.tail[0].id())
-            && self
-                .ids
-                .last()
-                .is_none_or(|id| *id == view.tail[self.ids.len() - 1].id());
-        if !reusable {
-            *self = TailCache {
-                generation: view.generation,
-                ..TailCache::default()
-            };
-        }
-        if self.prefix.is_empty() {
-            self.prefix.push(0);
-        }
-        for entry in &view.tail[self.ids.len()..] {
-            let tokens = entry
-                .as_message()
-                .map_or(0, |m| overflow::message_tokens(counter, m));
-            let last = self.prefix.last().copied().unwrap_or(0);
-            self.prefix.push(last + tokens);
-            self.ids.push(entry.id());
+impl State {
+    fn tool_tokens(&mut self, tools: &[ToolDeclaration], counter: &dyn TokenCounter) -> u64 {
+        match &self.tools {
+            Some((cached, tokens)) if cached.as_slice() == tools => *tokens,
+            _ => {
+                let tokens = counter.count_tools(tools);
+                self.tools = Some((tools.to_vec(), tokens));
+                tokens
+            }
         }
     }
 
-    fn fixed_tokens(&mut self, messages: &[Message], counter: &dyn TokenCounter) -> u64 {
-        messages
-            .iter()
-            .map(|m| {
-                *self
-                    .fixed
-                    .entry(m.id)
-                    .or_insert_with(|| overflow::message_tokens(counter, m))
-            })
-            .sum()
-    }
-
-    fn total(&self) -> u64 {
-        self.prefix.last().copied().unwrap_or(0)
-    }
-
-    /// Tokens of the tail entries after position `pos`.
-    fn after(&self, pos: usize) -> u64 {
-        self.total() - self.prefix.get(pos + 1).copied().unwrap_or(self.total())
+    /// Drops the least recently used quarter of the caches when there are more than `max`.
+    fn evict(&mut self, max: usize) {
+        if self.sessions.len() <= max {
+            return;
+        }
+        let keep = max - max / 4;
+        let mut ticks: Vec<u64> = self.sessions.values().map(|c| c.used).collect();
+        let cut = ticks.len() - keep;
+        let (_, nth, _) = ticks.select_nth_unstable(cut);
+        let oldest_kept = *nth;
+        self.sessions.retain(|_, c| c.used >= oldest_kept);
     }
 }
 
-/// Projects, trims and budgets the model view before every model call.
+/// Decides the budget before every model call and builds the request that is sent.
 pub struct ContextPipeline {
     counter: Arc<dyn TokenCounter>,
     style: ProjectionStyle,
     reserve: Option<u64>,
     max_messages: usize,
     threshold_ratio: Option<f64>,
-    cache: Mutex<HashMap<SessionId, TailCache>>,
+    max_cached_sessions: usize,
+    state: Mutex<State>,
 }
 
 impl std::fmt::Debug for ContextPipeline {
@@ -125,6 +112,7 @@ impl std::fmt::Debug for ContextPipeline {
             .field("style", &self.style)
             .field("reserve", &self.reserve)
             .field("max_messages", &self.max_messages)
+            .field("max_cached_sessions", &self.max_cached_sessions)
             .finish_non_exhaustive()
     }
 }
@@ -144,7 +132,8 @@ impl ContextPipeline {
             reserve,
             max_messages,
             threshold_ratio: None,
-            cache: Mutex::new(HashMap::new()),
+            max_cached_sessions: DEFAULT_MAX_CACHED_SESSIONS,
+            state: Mutex::new(State::default()),
         }
     }
 
@@ -155,7 +144,30 @@ impl ContextPipeline {
         self
     }
 
-    /// Builds the request for `view` under `window` and decides its budget.
+    /// Keeps the running totals of at most `n` sessions (at least 1); past that, the least
+    /// recently checked quarter is dropped and rebuilt from its view on its next check. Bounds
+    /// the pipeline's memory in a process that serves many sessions over its lifetime.
+    pub fn with_max_cached_sessions(mut self, n: usize) -> Self {
+        self.max_cached_sessions = n.max(1);
+        self
+    }
+
+    /// Sessions whose running totals are cached now.
+    pub fn cached_sessions(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state is a cache: whatever a panicking holder left is still a valid cache or is
+        // rebuilt by the next check's validity test.
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Decides the budget of the request `view` would make under `window`: O(entries appended
+    /// since the previous check of the session), no message copied.
     pub fn prepare(
         &self,
         view: &StoredView,
@@ -163,9 +175,30 @@ impl ContextPipeline {
         window: u64,
     ) -> Result<Prepared, ConfigError> {
         let threshold = overflow::threshold_with_ratio(window, self.reserve, self.threshold_ratio)?;
-        let messages = trim(projection::project(view, self.style));
-        let (estimate, context_tokens) = self.measure(view, tools);
-        let message_count = overflow::view_message_count(view);
+        let counter = self.counter.as_ref();
+        let mut state = self.lock();
+        state.tick += 1;
+        let tick = state.tick;
+        let tool_tokens = state.tool_tokens(tools, counter);
+        let totals = match state.sessions.get_mut(&view.session.id) {
+            Some(cache) => {
+                cache.update(view, self.style, counter);
+                cache.used = tick;
+                cache.totals(view)
+            }
+            None => {
+                let mut cache = TailCache::build(view, self.style, counter);
+                cache.used = tick;
+                let totals = cache.totals(view);
+                state.sessions.insert(view.session.id, cache);
+                state.evict(self.max_cached_sessions);
+                totals
+            }
+        };
+        drop(state);
+        let estimate = tool_tokens + totals.view_tokens;
+        let context_tokens = estimate.max(totals.reported.unwrap_or(0));
+        let message_count = totals.messages;
         let budget = if context_tokens > window {
             Budget::OverWindow
         } else if context_tokens > threshold || message_count > self.max_messages {
@@ -174,7 +207,6 @@ impl ContextPipeline {
             Budget::Fits
         };
         Ok(Prepared {
-            messages,
             context_tokens,
             estimate,
             message_count,
@@ -185,100 +217,69 @@ impl ContextPipeline {
         })
     }
 
-    /// (whole-request estimate, context size decided on), with cached per-entry estimates.
-    fn measure(&self, view: &StoredView, tools: &[ToolDeclaration]) -> (u64, u64) {
-        let counter = self.counter.as_ref();
-        let mut caches = match self.cache.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
+    /// The messages of the request for `view`, consuming it: the projection of
+    /// `pith_compaction::projection::project` with over-long tool-result bodies clipped
+    /// (exactly `trim(project(&view, style))`). The view's messages are moved, not copied; only
+    /// clipped tool results and the summary handoff are new. Call it only for a request that is
+    /// sent: it costs O(view).
+    pub fn request_messages(&self, view: StoredView) -> Vec<Message> {
+        let masked = view
+            .compaction
+            .as_ref()
+            .is_some_and(|meta| !meta.masked.is_empty());
+        if masked {
+            // Masked tool outputs are rendered by the projection; rare enough to take the
+            // copying path that shares its code.
+            return trim(projection::project(&view, self.style));
+        }
+        let StoredView {
+            compaction,
+            instructions,
+            reminders,
+            tail,
+            ..
+        } = view;
+        let tail_len = tail.len();
+        let tail = tail.into_iter().filter_map(|e| match e {
+            Entry::Message(m) => Some(m),
+            _ => None,
+        });
+        let Some(meta) = compaction else {
+            return tail.map(clip).collect();
         };
-        let cache = caches.entry(view.session.id).or_default();
-        cache.update(view, counter);
-        let reminders = projection::recent_reminders(&view.reminders);
-        let fixed = counter.count_tools(tools)
-            + cache.fixed_tokens(&view.instructions, counter)
-            + cache.fixed_tokens(reminders, counter)
-            + overflow::summary_tokens(view, self.style, counter);
-        let estimate = fixed + cache.total();
-        let reported =
-            overflow::last_measured_reply(view).map(|(pos, measured, _)| measured + cache.after(pos));
-        (estimate, estimate.max(reported.unwrap_or(0)))
+        let keep = reminders.len().saturating_sub(projection::MAX_RETAINED_REMINDERS);
+        let summary = projection::summary_messages(&meta, self.style);
+        let mut out =
+            Vec::with_capacity(instructions.len() + reminders.len() - keep + summary.len() + tail_len);
+        out.extend(instructions.into_iter().map(clip));
+        out.extend(reminders.into_iter().skip(keep).map(clip));
+        out.extend(summary.into_iter().map(clip));
+        out.extend(tail.map(clip));
+        out
     }
 
-    /// Drops the cached estimates of a session (after it was deleted).
+    /// Drops the cached totals of a session (after it was deleted).
     pub fn forget(&self, session: SessionId) {
-        if let Ok(mut caches) = self.cache.lock() {
-            caches.remove(&session);
+        self.lock().sessions.remove(&session);
+    }
+}
+
+/// Clips the over-long tool-result bodies of one message; nothing else is shortened.
+fn clip(mut message: Message) -> Message {
+    for part in &mut message.parts {
+        if let Part::ToolResult { content, .. } = part {
+            if let std::borrow::Cow::Owned(clipped) = clip_tool_output(content) {
+                *content = clipped;
+            }
         }
     }
+    message
 }
 
 /// Clips over-long tool-result bodies; nothing else is shortened.
-pub fn trim(mut messages: Vec<Message>) -> Vec<Message> {
-    for message in &mut messages {
-        for part in &mut message.parts {
-            if let Part::ToolResult { content, .. } = part {
-                if let std::borrow::Cow::Owned(clipped) = clip_tool_output(content) {
-                    *content = clipped;
-                }
-            }
-        }
-    }
-    messages
+pub fn trim(messages: Vec<Message>) -> Vec<Message> {
+    messages.into_iter().map(clip).collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use pith_core::{EstimateCounter, SessionRecord, Usage};
-
-    fn view(log: &[pith_core::Entry], record: &SessionRecord) -> StoredView {
-        StoredView::from_log(record.clone(), log).unwrap()
-    }
-
-    #[test]
-    fn the_cached_estimate_agrees_with_the_compaction_crate_as_the_log_grows() {
-        let counter: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
-        let pipeline = ContextPipeline::new(counter.clone(), ProjectionStyle::Reminder, None, 50);
-        let tools = vec![ToolDeclaration {
-            name: "read".into(),
-            description: "reads a file".into(),
-            parameters: serde_json::json!({"type": "object"}),
-        }];
-        let record = SessionRecord::new("scripted/m", tools.clone());
-        let mut log: Vec<pith_core::Entry> = vec![Message::system("rules").into()];
-        for i in 0..20u64 {
-            log.push(Message::user(format!("question {i} {}", "x".repeat(i as usize * 50))).into());
-            let mut reply = Message::assistant(format!("answer {i}"));
-            if i % 3 == 0 {
-                reply.usage = Some(Usage::from_openai(400 * (i + 1), 20, 0));
-            }
-            log.push(reply.into());
-            log.push(Message::tool_result(format!("c{i}"), "y".repeat(9_000), false).into());
-            let v = view(&log, &record);
-            let prepared = pipeline.prepare(&v, &tools, 8_192).unwrap();
-            let expected = overflow::context_tokens(&v, ProjectionStyle::Reminder, &tools, counter.as_ref());
-            assert_eq!(prepared.context_tokens, expected, "after {} entries", log.len());
-            assert_eq!(
-                prepared.estimate,
-                overflow::estimate_view(&v, ProjectionStyle::Reminder, &tools, counter.as_ref())
-            );
-        }
-        let v = view(&log, &record);
-        let prepared = pipeline.prepare(&v, &tools, 8_192).unwrap();
-        assert_eq!(prepared.budget, Budget::OverWindow);
-        // Tool-result bodies are clipped; user text is not.
-        let longest_tool = prepared
-            .messages
-            .iter()
-            .flat_map(|m| m.tool_results().map(|(_, c, _)| c.len()))
-            .max()
-            .unwrap();
-        assert!(longest_tool < 4_200, "{longest_tool}");
-        assert!(prepared.messages.iter().any(|m| m.text_content().len() > 950));
-        let small = pipeline
-            .prepare(&view(&log[..4], &record), &tools, 128_000)
-            .unwrap();
-        assert_eq!(small.budget, Budget::Fits);
-    }
-}
+mod tests;

@@ -121,6 +121,10 @@ fn print(report: &LoadReport) {
         "stub replies: {} tool calls, {} final, {} summaries; unattributed calls {}",
         report.stub_replies[0], report.stub_replies[1], report.stub_replies[2], report.unattributed_calls
     );
+    println!(
+        "CPU {:.1} s during the turns: {:.0} µs per turn (runtime, HTTP client and stub together)",
+        report.cpu_s, report.cpu_per_turn_us
+    );
     println!("peak RSS {:.1} MiB", report.peak_rss_mib);
     println!(
         "log check: {} sessions, {} entries, {} compactions, lost {}, duplicated {}",

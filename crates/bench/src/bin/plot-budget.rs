@@ -10,12 +10,7 @@ use pith_bench::plot::{self, Series};
 
 /// The bench group and its functions, in the order of the figure's colours.
 const GROUP: &str = "budget_check";
-const FUNCTIONS: [&str; 4] = [
-    "prepare",
-    "project_trim",
-    "count_signal",
-    "context_tokens_uncached",
-];
+const FUNCTIONS: [&str; 3] = ["prepare", "request_messages", "context_tokens_uncached"];
 const SIZES: [u64; 4] = [100, 1_000, 10_000, 100_000];
 
 fn main() -> ExitCode {
