@@ -8,6 +8,8 @@
 //! edits (`sed -i`), output redirections and patch headers. Glob and Grep name directories and
 //! patterns, not files, and are not counted.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// How a call uses a path.
@@ -62,11 +64,12 @@ const SHELL_TOOLS: &[&str] = &[
 ];
 const READ_PROGRAMS: &[&str] = &["cat", "head", "tail", "nl", "less", "more", "sed", "bat", "wc"];
 
-/// Arguments as an object (providers sometimes send them as a JSON string).
-fn parsed(arguments: &Value) -> Value {
+/// Arguments as an object (providers sometimes send them as a JSON string); borrowed when they
+/// already are one, since arguments can hold whole file bodies.
+fn parsed(arguments: &Value) -> Cow<'_, Value> {
     match arguments {
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
-        other => other.clone(),
+        Value::String(s) => Cow::Owned(serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))),
+        other => Cow::Borrowed(other),
     }
 }
 

@@ -105,17 +105,26 @@ fn head_chars(text: &str, chars: usize) -> String {
 }
 
 /// Whether a tool result reports a failure: flagged as an error, or a non-zero exit code.
+///
+/// The markers are matched ignoring ASCII case, in place: outputs can be megabytes, and this runs
+/// over every summarised output in each planning pass.
 fn failed(content: &str, is_error: bool) -> bool {
+    const MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
     if is_error {
         return true;
     }
-    let lower = content.to_ascii_lowercase();
-    ["exit code: ", "exited with code ", "exit status "]
-        .iter()
-        .any(|marker| {
-            lower.match_indices(marker).any(|(i, _)| {
-                let rest = &lower[i + marker.len()..];
-                rest.starts_with(|c: char| c.is_ascii_digit()) && !rest.starts_with("0")
+    let bytes = content.as_bytes();
+    // Every marker starts with "ex": find the rarer 'x', then look around it.
+    memchr::memchr2_iter(b'x', b'X', bytes)
+        .filter_map(|x| x.checked_sub(1))
+        .any(|start| {
+            MARKERS.iter().any(|marker| {
+                bytes
+                    .get(start..start + marker.len())
+                    .is_some_and(|window| window.eq_ignore_ascii_case(marker))
+                    && bytes
+                        .get(start + marker.len())
+                        .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
             })
         })
 }
@@ -464,6 +473,54 @@ mod tests {
         assert!(text.contains("Fix the parser. Let's keep the old API stable."));
         assert!(!text.contains("Files read"), "named in the summary: {text}");
         assert!(strip_appendix(&format!("summary{text}")) == "summary");
+    }
+
+    /// The failure test as first written: markers searched in a lower-cased copy.
+    fn failed_reference(content: &str, is_error: bool) -> bool {
+        if is_error {
+            return true;
+        }
+        let lower = content.to_ascii_lowercase();
+        ["exit code: ", "exited with code ", "exit status "]
+            .iter()
+            .any(|marker| {
+                lower.match_indices(marker).any(|(i, _)| {
+                    let rest = &lower[i + marker.len()..];
+                    rest.starts_with(|c: char| c.is_ascii_digit()) && !rest.starts_with("0")
+                })
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn failures_are_found_as_in_a_lower_cased_copy(
+            words in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("Exit Code: ".to_string()),
+                    proptest::strategy::Just("exited with code ".to_string()),
+                    proptest::strategy::Just("EXIT STATUS ".to_string()),
+                    proptest::strategy::Just("exit code:".to_string()),
+                    proptest::strategy::Just("eXit status".to_string()),
+                    "[0-9]{1,3}",
+                    "[a-zA-Zé x\n]{0,8}",
+                ],
+                0..8,
+            ),
+            is_error in proptest::bool::weighted(0.1),
+        ) {
+            let content = words.concat();
+            proptest::prop_assert_eq!(failed(&content, is_error), failed_reference(&content, is_error), "{:?}", content);
+        }
+    }
+
+    #[test]
+    fn exit_codes_mark_failures_in_any_case() {
+        assert!(failed("build\nExit Code: 2", false));
+        assert!(failed("Process exited with code 1\n", false));
+        assert!(!failed("exit status 0", false));
+        assert!(!failed("exit code: ", false));
+        assert!(!failed("xexit code: x", false));
+        assert!(failed("ok", true));
     }
 
     #[test]

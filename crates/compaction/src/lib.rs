@@ -14,7 +14,8 @@
 //!
 //! Around them: [`plan`] (the cut and budgets before any model call), [`budget`] (the summary
 //! request's budget), [`breaker`] (the per-session circuit breaker), [`relevance`] (opt-in
-//! grading of the span) and [`projection`] (how a stored view becomes the model's messages).
+//! grading of the span), [`projection`] (how a stored view becomes the model's messages) and
+//! [`measure`] (the token counts of one planning pass, counted once).
 
 #![warn(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod config;
 pub mod deterministic;
 pub mod error;
 pub mod ledger;
+pub mod measure;
 pub mod model;
 pub mod overflow;
 pub mod plan;

@@ -20,15 +20,32 @@ pub trait TokenCounter: Send + Sync {
     /// Tokens of a piece of text.
     fn count_text(&self, text: &str) -> u64;
 
+    /// Tokens of tool arguments as a provider receives them: the count of
+    /// [`arguments_text`]`(value)`.
+    ///
+    /// The default serialises the value; a counter that depends on the length only overrides it to
+    /// measure the JSON without building it (tool arguments are counted on every planning pass).
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        self.count_text(&arguments_text(value))
+    }
+
+    /// Tokens of any text of `bytes` UTF-8 bytes, when the count depends on the length only
+    /// (`None` otherwise, the default).
+    ///
+    /// Lets callers measure text they would otherwise have to build first, such as a clipped tool
+    /// output, from its length alone.
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        let _ = bytes;
+        None
+    }
+
     /// Tokens of one part.
     fn count_part(&self, part: &Part) -> u64 {
         match part {
             Part::Text { text } => self.count_text(text),
             Part::Image { .. } => IMAGE_TOKENS,
             Part::Document { pages, .. } => u64::from(*pages).max(1) * DOCUMENT_PAGE_TOKENS,
-            Part::ToolCall { name, arguments, .. } => {
-                self.count_text(name) + self.count_text(&arguments_text(arguments))
-            }
+            Part::ToolCall { name, arguments, .. } => self.count_text(name) + self.count_json(arguments),
             Part::ToolResult { content, .. } => self.count_text(content),
             Part::Reasoning { text, .. } => self.count_text(text),
         }
@@ -49,9 +66,7 @@ pub trait TokenCounter: Send + Sync {
         tools
             .iter()
             .map(|t| {
-                self.count_text(&t.name)
-                    + self.count_text(&t.description)
-                    + self.count_text(&arguments_text(&t.parameters))
+                self.count_text(&t.name) + self.count_text(&t.description) + self.count_json(&t.parameters)
             })
             .sum()
     }
@@ -67,6 +82,12 @@ impl<T: TokenCounter + ?Sized> TokenCounter for Arc<T> {
     fn count_message(&self, message: &Message) -> u64 {
         (**self).count_message(message)
     }
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        (**self).count_json(value)
+    }
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        (**self).count_len(bytes)
+    }
 }
 
 /// The JSON text of tool arguments as a provider receives it (a string stays as is).
@@ -74,6 +95,36 @@ pub fn arguments_text(arguments: &serde_json::Value) -> String {
     match arguments {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// Bytes of [`arguments_text`]`(arguments)`, measured without building the text.
+pub fn arguments_len(arguments: &serde_json::Value) -> usize {
+    match arguments {
+        serde_json::Value::String(s) => s.len(),
+        other => {
+            let mut sink = ByteCount(0);
+            // Writing to a counter cannot fail; a failure would leave a count of the bytes so far.
+            let _ = serde_json::to_writer(&mut sink, other);
+            sink.0
+        }
+    }
+}
+
+/// An `io::Write` that keeps only the number of bytes written.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0 += buf.len();
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -91,6 +142,12 @@ impl EstimateCounter {
 impl TokenCounter for EstimateCounter {
     fn count_text(&self, text: &str) -> u64 {
         Self::bytes_to_tokens(text.len() as u64)
+    }
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        Self::bytes_to_tokens(arguments_len(value) as u64)
+    }
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        Some(Self::bytes_to_tokens(bytes as u64))
     }
 }
 
@@ -178,6 +235,60 @@ mod tests {
             ],
         );
         assert_eq!(c.count_message(&m), 1_200 + 6_000);
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[\\\\\"\\n\\t\\x00-\\x1fa-zé😀]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn json_is_counted_exactly_as_its_text(value in json_value()) {
+            let text = arguments_text(&value);
+            proptest::prop_assert_eq!(arguments_len(&value), text.len());
+            proptest::prop_assert_eq!(EstimateCounter.count_json(&value), EstimateCounter.count_text(&text));
+            let shared: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
+            proptest::prop_assert_eq!(shared.count_json(&value), EstimateCounter.count_text(&text));
+        }
+
+        #[test]
+        fn length_only_counts_match_the_text(text in proptest::arbitrary::any::<String>()) {
+            proptest::prop_assert_eq!(EstimateCounter.count_len(text.len()), Some(EstimateCounter.count_text(&text)));
+        }
+    }
+
+    #[test]
+    fn a_counter_without_a_length_rule_serialises_arguments() {
+        struct Chars;
+        impl TokenCounter for Chars {
+            fn count_text(&self, text: &str) -> u64 {
+                text.chars().count() as u64
+            }
+        }
+        let args = serde_json::json!({"path": "é/a.rs", "n": [1, 2.5, null]});
+        assert_eq!(
+            Chars.count_json(&args),
+            arguments_text(&args).chars().count() as u64
+        );
+        assert_eq!(Chars.count_len(10), None);
+        let string_args = serde_json::Value::String("{\"a\":1}".into());
+        assert_eq!(EstimateCounter.count_json(&string_args), 2);
     }
 
     #[test]
