@@ -163,8 +163,10 @@ fn is_path_like(token: &str) -> bool {
 /// patch headers.
 fn shell_paths(script: &str) -> Vec<(Access, String)> {
     let mut out = patch_paths(script);
+    let mut words: Vec<&str> = Vec::new();
     for segment in script.split(['|', ';', '&', '\n']) {
-        let words: Vec<&str> = segment.split_whitespace().collect();
+        words.clear();
+        words.extend(segment.split_whitespace());
         for pair in words.windows(2) {
             if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
                 out.push((Access::Modify, unquote(pair[1]).to_string()));

@@ -138,6 +138,28 @@ fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
     head_chars(text.trim(), COMMAND_CHARS)
 }
 
+/// `text` split at `.`, `!`, `?` and line ends (as `str::split` with those characters; the
+/// separators are ASCII, so the bytes can be searched without decoding characters).
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match current
+            .bytes()
+            .position(|b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
+        {
+            Some(i) => {
+                rest = current.get(i + 1..);
+                current.get(..i)
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
+}
+
 /// Sentences of a user message that state a decision.
 fn decisions_in(text: &str) -> Vec<String> {
     const MARKERS: &[&str] = &[
@@ -156,12 +178,24 @@ fn decisions_in(text: &str) -> Vec<String> {
         "decided",
         "go with ",
     ];
-    text.split(['.', '!', '\n', '?'])
+    sentences(text)
         .map(str::trim)
         .filter(|s| s.len() >= 12 && s.len() <= 300)
         .filter(|s| {
-            let lower = s.to_ascii_lowercase();
-            MARKERS.iter().any(|m| lower.contains(m))
+            // Sentences are at most 300 bytes: lower-case them on the stack.
+            let mut buf = [0u8; 300];
+            let Some(lower) = buf.get_mut(..s.len()) else {
+                return false;
+            };
+            lower.copy_from_slice(s.as_bytes());
+            lower.make_ascii_lowercase();
+            // Every marker starts with one of these letters: test the markers only there.
+            (0..lower.len()).any(|i| {
+                matches!(
+                    lower[i],
+                    b'l' | b'w' | b'd' | b'n' | b'a' | b'i' | b'p' | b'm' | b'g'
+                ) && MARKERS.iter().any(|m| lower[i..].starts_with(m.as_bytes()))
+            })
         })
         .map(str::to_string)
         .collect()
@@ -171,7 +205,9 @@ impl Ledger {
     /// Extracts the ledger of a span of messages, in order.
     pub fn extract<'a>(span: impl IntoIterator<Item = &'a Message>) -> Self {
         let mut ledger = Ledger::default();
-        let mut calls: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        // Each call by id (the latest of an id wins); described only when its result failed.
+        let mut calls: std::collections::HashMap<&str, (&str, &serde_json::Value)> =
+            std::collections::HashMap::new();
         for m in span {
             for part in &m.parts {
                 match part {
@@ -188,14 +224,17 @@ impl Ledger {
                             };
                             touch(list, path, MAX_PATHS);
                         }
-                        calls.insert(call_id.clone(), describe_call(name, arguments));
+                        calls.insert(call_id.as_str(), (name.as_str(), arguments));
                     }
                     Part::ToolResult {
                         call_id,
                         content,
                         is_error,
                     } if failed(content, *is_error) => {
-                        let command = calls.get(call_id).cloned().unwrap_or_else(|| call_id.clone());
+                        let command = calls
+                            .get(call_id.as_str())
+                            .map(|(name, arguments)| describe_call(name, arguments))
+                            .unwrap_or_else(|| call_id.clone());
                         let tail = tail_chars(content.trim_end(), ERROR_TAIL_CHARS)
                             .trim()
                             .to_string();
@@ -510,6 +549,29 @@ mod tests {
         ) {
             let content = words.concat();
             proptest::prop_assert_eq!(failed(&content, is_error), failed_reference(&content, is_error), "{:?}", content);
+        }
+    }
+
+    #[test]
+    fn decisions_are_found_in_any_case() {
+        let text = "We Should keep the parser. ok. GO WITH the second option! instead of a rewrite";
+        assert_eq!(
+            decisions_in(text),
+            vec![
+                "We Should keep the parser",
+                "GO WITH the second option",
+                "instead of a rewrite"
+            ]
+        );
+        let marked = "Then we decided. We must keep it small? Prefer tabs, always. Nothing here";
+        assert_eq!(decisions_in(marked).len(), 3, "{:?}", decisions_in(marked));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sentences_split_as_str_split(text in "[a-z .!?\né😀]{0,40}") {
+            let split: Vec<&str> = text.split(['.', '!', '\n', '?']).collect();
+            proptest::prop_assert_eq!(sentences(&text).collect::<Vec<_>>(), split);
         }
     }
 

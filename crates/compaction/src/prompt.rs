@@ -225,13 +225,7 @@ fn write_messages<M: Borrow<Message>>(out: &mut String, messages: &[M]) {
                     out.push_str("[Tool Call]: ");
                     out.push_str(name);
                     out.push('(');
-                    // The text of `tokens::arguments_text`, written in place.
-                    match arguments {
-                        serde_json::Value::String(s) => out.push_str(s),
-                        other => {
-                            let _ = write!(out, "{other}");
-                        }
-                    }
+                    pith_core::tokens::push_arguments_text(out, arguments);
                     out.push_str(")\n");
                 }
                 Part::ToolResult {
