@@ -141,23 +141,7 @@ fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
 /// `text` split at `.`, `!`, `?` and line ends (as `str::split` with those characters; the
 /// separators are ASCII, so the bytes can be searched without decoding characters).
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(text);
-    std::iter::from_fn(move || {
-        let current = rest?;
-        match current
-            .bytes()
-            .position(|b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
-        {
-            Some(i) => {
-                rest = current.get(i + 1..);
-                current.get(..i)
-            }
-            None => {
-                rest = None;
-                Some(current)
-            }
-        }
-    })
+    crate::artifacts::split_ascii(text, |b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
 }
 
 /// Sentences of a user message that state a decision.
@@ -182,19 +166,17 @@ fn decisions_in(text: &str) -> Vec<String> {
         .map(str::trim)
         .filter(|s| s.len() >= 12 && s.len() <= 300)
         .filter(|s| {
-            // Sentences are at most 300 bytes: lower-case them on the stack.
-            let mut buf = [0u8; 300];
-            let Some(lower) = buf.get_mut(..s.len()) else {
-                return false;
-            };
-            lower.copy_from_slice(s.as_bytes());
-            lower.make_ascii_lowercase();
+            let bytes = s.as_bytes();
             // Every marker starts with one of these letters: test the markers only there.
-            (0..lower.len()).any(|i| {
+            (0..bytes.len()).any(|i| {
                 matches!(
-                    lower[i],
+                    bytes[i].to_ascii_lowercase(),
                     b'l' | b'w' | b'd' | b'n' | b'a' | b'i' | b'p' | b'm' | b'g'
-                ) && MARKERS.iter().any(|m| lower[i..].starts_with(m.as_bytes()))
+                ) && MARKERS.iter().any(|m| {
+                    bytes
+                        .get(i..i + m.len())
+                        .is_some_and(|w| w.eq_ignore_ascii_case(m.as_bytes()))
+                })
             })
         })
         .map(str::to_string)
