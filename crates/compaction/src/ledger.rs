@@ -162,22 +162,32 @@ fn decisions_in(text: &str) -> Vec<String> {
         "decided",
         "go with ",
     ];
+    // Where the markers occur in the whole text, ignoring ASCII case: a sentence states a
+    // decision when one lies inside it (no marker holds a separator). Most messages hold none,
+    // and then no sentence is looked at.
+    let lower = text.to_ascii_lowercase();
+    let mut found: Vec<(usize, usize)> = MARKERS
+        .iter()
+        .flat_map(|m| {
+            memchr::memmem::find_iter(lower.as_bytes(), m.as_bytes()).map(move |i| (i, i + m.len()))
+        })
+        .collect();
+    if found.is_empty() {
+        return Vec::new();
+    }
+    found.sort_unstable();
+    let base = text.as_ptr() as usize;
     sentences(text)
         .map(str::trim)
         .filter(|s| s.len() >= 12 && s.len() <= 300)
         .filter(|s| {
-            let bytes = s.as_bytes();
-            // Every marker starts with one of these letters: test the markers only there.
-            (0..bytes.len()).any(|i| {
-                matches!(
-                    bytes[i].to_ascii_lowercase(),
-                    b'l' | b'w' | b'd' | b'n' | b'a' | b'i' | b'p' | b'm' | b'g'
-                ) && MARKERS.iter().any(|m| {
-                    bytes
-                        .get(i..i + m.len())
-                        .is_some_and(|w| w.eq_ignore_ascii_case(m.as_bytes()))
-                })
-            })
+            let start = (s.as_ptr() as usize).wrapping_sub(base);
+            let end = start + s.len();
+            let from = found.partition_point(|&(at, _)| at < start);
+            found[from..]
+                .iter()
+                .take_while(|&&(at, _)| at < end)
+                .any(|&(_, until)| until <= end)
         })
         .map(str::to_string)
         .collect()
@@ -531,6 +541,55 @@ mod tests {
         ) {
             let content = words.concat();
             proptest::prop_assert_eq!(failed(&content, is_error), failed_reference(&content, is_error), "{:?}", content);
+        }
+    }
+
+    /// Decisions as first found: each sentence lower-cased and searched.
+    fn decisions_reference(text: &str) -> Vec<String> {
+        const MARKERS: &[&str] = &[
+            "let's ",
+            "lets ",
+            "we should ",
+            "we will ",
+            "we'll ",
+            "don't ",
+            "do not ",
+            "never ",
+            "always ",
+            "instead",
+            "prefer ",
+            "must ",
+            "decided",
+            "go with ",
+        ];
+        text.split(['.', '!', '\n', '?'])
+            .map(str::trim)
+            .filter(|s| s.len() >= 12 && s.len() <= 300)
+            .filter(|s| {
+                let lower = s.to_ascii_lowercase();
+                MARKERS.iter().any(|m| lower.contains(m))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decisions_are_the_sentences_holding_a_marker(
+            words in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("We Should ".to_string()),
+                    proptest::strategy::Just("decidedecided".to_string()),
+                    proptest::strategy::Just("DON'T ".to_string()),
+                    proptest::strategy::Just("go with".to_string()),
+                    proptest::strategy::Just("instead".to_string()),
+                    "[a-zé .!?\n]{0,30}",
+                ],
+                0..10,
+            ),
+        ) {
+            let text = words.concat();
+            proptest::prop_assert_eq!(decisions_in(&text), decisions_reference(&text));
         }
     }
 
