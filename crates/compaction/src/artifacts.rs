@@ -8,6 +8,8 @@
 //! edits (`sed -i`), output redirections and patch headers. Glob and Grep name directories and
 //! patterns, not files, and are not counted.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// How a call uses a path.
@@ -62,11 +64,12 @@ const SHELL_TOOLS: &[&str] = &[
 ];
 const READ_PROGRAMS: &[&str] = &["cat", "head", "tail", "nl", "less", "more", "sed", "bat", "wc"];
 
-/// Arguments as an object (providers sometimes send them as a JSON string).
-fn parsed(arguments: &Value) -> Value {
+/// Arguments as an object (providers sometimes send them as a JSON string); borrowed when they
+/// already are one, since arguments can hold whole file bodies.
+fn parsed(arguments: &Value) -> Cow<'_, Value> {
     match arguments {
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
-        other => other.clone(),
+        Value::String(s) => Cow::Owned(serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))),
+        other => Cow::Borrowed(other),
     }
 }
 
@@ -160,8 +163,10 @@ fn is_path_like(token: &str) -> bool {
 /// patch headers.
 fn shell_paths(script: &str) -> Vec<(Access, String)> {
     let mut out = patch_paths(script);
-    for segment in script.split(['|', ';', '&', '\n']) {
-        let words: Vec<&str> = segment.split_whitespace().collect();
+    let mut words: Vec<&str> = Vec::new();
+    for segment in split_ascii(script, |b| matches!(b, b'|' | b';' | b'&' | b'\n')) {
+        words.clear();
+        words.extend(segment.split_whitespace());
         for pair in words.windows(2) {
             if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
                 out.push((Access::Modify, unquote(pair[1]).to_string()));
@@ -188,9 +193,33 @@ fn shell_paths(script: &str) -> Vec<(Access, String)> {
     out
 }
 
+/// `text` split at every byte `is_separator` accepts: `str::split` with ASCII separator
+/// characters, searching the bytes without decoding characters (an ASCII byte never occurs
+/// inside a multi-byte character).
+pub(crate) fn split_ascii(text: &str, is_separator: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match current.bytes().position(|b| b.is_ascii() && is_separator(b)) {
+            Some(i) => {
+                rest = current.get(i + 1..);
+                current.get(..i)
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
+}
+
 /// Files named by `*** Update File:`, `*** Add File:` and `*** Delete File:` patch headers.
 fn patch_paths(text: &str) -> Vec<(Access, String)> {
     let mut out = Vec::new();
+    // Every header holds "*** ": most scripts hold none and need no line-by-line look.
+    if !text.contains("*** ") {
+        return out;
+    }
     for line in text.lines() {
         let line = line.trim_start();
         for (prefix, access) in [
@@ -213,6 +242,15 @@ mod tests {
 
     fn has(out: &[(Access, String)], access: Access, path: &str) -> bool {
         out.iter().any(|(a, p)| *a == access && p == path)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ascii_split_is_str_split(text in "[a-z |;&\né😀]{0,40}") {
+            let split: Vec<&str> = text.split(['|', ';', '&', '\n']).collect();
+            let ascii: Vec<&str> = split_ascii(&text, |b| matches!(b, b'|' | b';' | b'&' | b'\n')).collect();
+            proptest::prop_assert_eq!(ascii, split);
+        }
     }
 
     #[test]

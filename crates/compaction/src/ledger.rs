@@ -105,17 +105,26 @@ fn head_chars(text: &str, chars: usize) -> String {
 }
 
 /// Whether a tool result reports a failure: flagged as an error, or a non-zero exit code.
+///
+/// The markers are matched ignoring ASCII case, in place: outputs can be megabytes, and this runs
+/// over every summarised output in each planning pass.
 fn failed(content: &str, is_error: bool) -> bool {
+    const MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
     if is_error {
         return true;
     }
-    let lower = content.to_ascii_lowercase();
-    ["exit code: ", "exited with code ", "exit status "]
-        .iter()
-        .any(|marker| {
-            lower.match_indices(marker).any(|(i, _)| {
-                let rest = &lower[i + marker.len()..];
-                rest.starts_with(|c: char| c.is_ascii_digit()) && !rest.starts_with("0")
+    let bytes = content.as_bytes();
+    // Every marker starts with "ex": find the rarer 'x', then look around it.
+    memchr::memchr2_iter(b'x', b'X', bytes)
+        .filter_map(|x| x.checked_sub(1))
+        .any(|start| {
+            MARKERS.iter().any(|marker| {
+                bytes
+                    .get(start..start + marker.len())
+                    .is_some_and(|window| window.eq_ignore_ascii_case(marker))
+                    && bytes
+                        .get(start + marker.len())
+                        .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
             })
         })
 }
@@ -127,6 +136,12 @@ fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
         .map(|c| format!("{name}: {c}"))
         .unwrap_or_else(|| name.to_string());
     head_chars(text.trim(), COMMAND_CHARS)
+}
+
+/// `text` split at `.`, `!`, `?` and line ends (as `str::split` with those characters; the
+/// separators are ASCII, so the bytes can be searched without decoding characters).
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    crate::artifacts::split_ascii(text, |b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
 }
 
 /// Sentences of a user message that state a decision.
@@ -147,12 +162,32 @@ fn decisions_in(text: &str) -> Vec<String> {
         "decided",
         "go with ",
     ];
-    text.split(['.', '!', '\n', '?'])
+    // Where the markers occur in the whole text, ignoring ASCII case: a sentence states a
+    // decision when one lies inside it (no marker holds a separator). Most messages hold none,
+    // and then no sentence is looked at.
+    let lower = text.to_ascii_lowercase();
+    let mut found: Vec<(usize, usize)> = MARKERS
+        .iter()
+        .flat_map(|m| {
+            memchr::memmem::find_iter(lower.as_bytes(), m.as_bytes()).map(move |i| (i, i + m.len()))
+        })
+        .collect();
+    if found.is_empty() {
+        return Vec::new();
+    }
+    found.sort_unstable();
+    let base = text.as_ptr() as usize;
+    sentences(text)
         .map(str::trim)
         .filter(|s| s.len() >= 12 && s.len() <= 300)
         .filter(|s| {
-            let lower = s.to_ascii_lowercase();
-            MARKERS.iter().any(|m| lower.contains(m))
+            let start = (s.as_ptr() as usize).wrapping_sub(base);
+            let end = start + s.len();
+            let from = found.partition_point(|&(at, _)| at < start);
+            found[from..]
+                .iter()
+                .take_while(|&&(at, _)| at < end)
+                .any(|&(_, until)| until <= end)
         })
         .map(str::to_string)
         .collect()
@@ -162,7 +197,9 @@ impl Ledger {
     /// Extracts the ledger of a span of messages, in order.
     pub fn extract<'a>(span: impl IntoIterator<Item = &'a Message>) -> Self {
         let mut ledger = Ledger::default();
-        let mut calls: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        // Each call by id (the latest of an id wins); described only when its result failed.
+        let mut calls: std::collections::HashMap<&str, (&str, &serde_json::Value)> =
+            std::collections::HashMap::new();
         for m in span {
             for part in &m.parts {
                 match part {
@@ -179,14 +216,17 @@ impl Ledger {
                             };
                             touch(list, path, MAX_PATHS);
                         }
-                        calls.insert(call_id.clone(), describe_call(name, arguments));
+                        calls.insert(call_id.as_str(), (name.as_str(), arguments));
                     }
                     Part::ToolResult {
                         call_id,
                         content,
                         is_error,
                     } if failed(content, *is_error) => {
-                        let command = calls.get(call_id).cloned().unwrap_or_else(|| call_id.clone());
+                        let command = calls
+                            .get(call_id.as_str())
+                            .map(|(name, arguments)| describe_call(name, arguments))
+                            .unwrap_or_else(|| call_id.clone());
                         let tail = tail_chars(content.trim_end(), ERROR_TAIL_CHARS)
                             .trim()
                             .to_string();
@@ -403,6 +443,10 @@ pub fn strip_appendix(summary: &str) -> &str {
         .unwrap_or(summary.len());
     summary[..cut].trim_end()
 }
+
+#[cfg(test)]
+#[path = "ledger_search_tests.rs"]
+mod search_tests;
 
 #[cfg(test)]
 mod tests {

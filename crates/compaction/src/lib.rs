@@ -15,7 +15,9 @@
 //! Around them: [`plan`] (the cut and budgets before any model call), [`budget`] (the summary
 //! request's budget), [`breaker`] (the per-session circuit breaker), [`relevance`] (opt-in
 //! grading of the span), [`projection`] (how a stored view becomes the model's messages),
-//! [`tier`] (tiered compaction: old tool outputs masked before summarising) and [`speculative`] (the summary written in the background before the threshold is reached).
+//! [`measure`] (the token counts of one planning pass, counted once), [`tier`] (tiered
+//! compaction: old tool outputs masked before summarising) and [`speculative`] (the summary
+//! written in the background before the threshold is reached).
 
 #![warn(missing_docs)]
 
@@ -26,6 +28,7 @@ pub mod config;
 pub mod deterministic;
 pub mod error;
 pub mod ledger;
+pub mod measure;
 pub mod model;
 pub mod overflow;
 pub mod plan;

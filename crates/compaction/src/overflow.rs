@@ -10,7 +10,8 @@
 use pith_core::{Message, Part, Role, StoredView, TokenCounter, ToolDeclaration};
 
 use crate::config::{CompactionConfig, ConfigError, ProjectionStyle, DEFAULT_RESERVE_TOKENS};
-use crate::prompt::clip_tool_output;
+use crate::measure::PassTokens;
+use crate::prompt::{clip_tool_output, clipped_len};
 
 /// The share of the window always reserved, in percent.
 pub const RESERVE_PERCENT: u64 = 15;
@@ -52,10 +53,21 @@ pub fn message_tokens(counter: &dyn TokenCounter, message: &Message) -> u64 {
         .parts
         .iter()
         .map(|part| match part {
-            Part::ToolResult { content, .. } => counter.count_text(&clip_tool_output(content)),
+            Part::ToolResult { content, .. } => tool_output_tokens(counter, content),
             other => counter.count_part(other),
         })
         .sum()
+}
+
+/// Tokens of a tool-result body after the clipping rule; measured from the clipped length, without
+/// building the clipped text, when the counter depends on the length only.
+fn tool_output_tokens(counter: &dyn TokenCounter, content: &str) -> u64 {
+    if counter.count_len(0).is_some() {
+        if let Some(tokens) = counter.count_len(clipped_len(content)) {
+            return tokens;
+        }
+    }
+    counter.count_text(&clip_tool_output(content))
 }
 
 /// Whether a message is conversation (not an instruction).
@@ -215,6 +227,34 @@ pub fn decide(
     })
 }
 
+/// [`decide`] on a view counted once for the whole pass (the same decision).
+pub fn decide_counted(
+    view: &StoredView,
+    tokens: &PassTokens,
+    window: u64,
+    config: &CompactionConfig,
+) -> Result<Decision, ConfigError> {
+    let threshold = config.threshold(window)?;
+    let context_tokens = tokens.context_tokens();
+    if context_tokens > threshold {
+        return Ok(Decision::Tokens {
+            context_tokens,
+            threshold,
+        });
+    }
+    let messages = view_message_count(view);
+    if messages > config.effective_max_messages() {
+        return Ok(Decision::Count {
+            messages,
+            max_messages: config.max_messages,
+        });
+    }
+    Ok(Decision::NotNeeded {
+        context_tokens,
+        threshold,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +324,40 @@ mod tests {
         let m = Message::tool_result("c", "y".repeat(868_000), false);
         let t = message_tokens(&EstimateCounter, &m);
         assert!(t < 1_100, "{t}");
+    }
+
+    #[test]
+    fn length_measured_outputs_count_as_their_clipped_text() {
+        struct TextOnly;
+        impl TokenCounter for TextOnly {
+            fn count_text(&self, text: &str) -> u64 {
+                EstimateCounter.count_text(text)
+            }
+        }
+        for body in ["short".to_string(), "é".repeat(4_321), "y".repeat(868_000)] {
+            let m = Message::tool_result("c", body, false);
+            assert_eq!(
+                message_tokens(&EstimateCounter, &m),
+                message_tokens(&TextOnly, &m)
+            );
+        }
+    }
+
+    #[test]
+    fn the_counted_decision_is_the_decision() {
+        let mut reply = Message::assistant("ok");
+        reply.usage = Some(Usage::from_openai(7_000, 100, 0));
+        let config = CompactionConfig::default().with_max_messages(4);
+        for view in [
+            view_of(vec![Message::user("x".repeat(40_000))]),
+            view_of((0..5).map(|i| Message::user(format!("m{i}"))).collect()),
+            view_of(vec![Message::user("hi"), reply, Message::user("abcdefgh")]),
+        ] {
+            let pass = PassTokens::new(&view, config.projection, &[], &EstimateCounter);
+            assert_eq!(
+                decide_counted(&view, &pass, 8_192, &config).unwrap(),
+                decide(&view, &[], &EstimateCounter, 8_192, &config).unwrap()
+            );
+        }
     }
 }

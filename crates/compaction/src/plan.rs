@@ -10,10 +10,11 @@ use pith_core::{Message, StoredView, TokenCounter, ToolDeclaration};
 
 use crate::config::{CompactionConfig, TailPolicy};
 use crate::error::CompactionError;
+use crate::measure::{LayoutSizes, PassTokens};
 use crate::overflow::{self, message_tokens};
 use crate::projection::{recent_reminders, MAX_RETAINED_REMINDERS};
 use crate::prune::{self, layout, Layout};
-use crate::select::{latest_cut, next_cut, select_cut, valid_cuts, TailLimits};
+use crate::select::{latest_cut, next_cut, select_cut_counted, valid_cuts, TailLimits};
 
 /// What the planner needs.
 #[derive(Clone, Copy)]
@@ -88,22 +89,37 @@ pub fn calibration(input: &PlanInput<'_>) -> f64 {
 
 /// Plans a compaction; `Ok(None)` when there is nothing to summarise or drop.
 pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionError> {
+    let tokens = PassTokens::new(input.view, input.config.projection, input.tools, input.counter);
+    plan_counted(input, &tokens)
+}
+
+/// [`plan`] on a view already counted for the pass (`tokens`, of `input.view` with
+/// `input.tools` in the configured projection): every size the planner compares comes from that
+/// one count, so a pass counts each message once however many cuts it tries.
+pub fn plan_counted<'a>(
+    input: PlanInput<'a>,
+    tokens: &PassTokens,
+) -> Result<Option<Plan<'a>>, CompactionError> {
     let config = input.config;
     let style = config.projection;
-    let local = overflow::context_tokens(input.view, style, input.tools, input.counter);
+    let local = tokens.context_tokens();
     let tokens_before = local.max(input.requested.unwrap_or(0));
-    let ratio = calibration(&input);
+    let ratio = tokens.calibration(input.requested);
     let budget = (config.effective_keep_recent_tokens(input.threshold) as f64 / ratio).floor() as u64;
     let limits = TailLimits {
         turns: config.keep_recent_turns,
         tokens: budget,
         messages: input.count_fired.then_some(config.max_messages / 2),
     };
+    let counts = tokens.tokens_of(input.view, input.msgs, input.counter);
     let valid = valid_cuts(input.msgs);
-    let first = select_cut(input.msgs, &valid, input.counter, limits);
+    let first = select_cut_counted(input.msgs, &valid, &counts, limits);
     let target = prune::target(input.threshold, config.target_ratio);
     let bound = prune::summary_overhead(style, input.counter) + config.max_summary_tokens;
-    let size = |l: &Layout<'_>| prune::tokens_after(l, bound, input.tools, input.counter);
+    let sizes = LayoutSizes::new(tokens, input.msgs, &counts);
+    // The size of `layout(view, msgs, cut, limit)` as `prune::tokens_after` measures it.
+    let size = |cut: usize, limit: usize| sizes.tokens_after(cut, limit, bound);
+    let lay = |cut: usize, limit: usize| layout(input.view, input.msgs, cut, limit);
 
     let done = |l, appendix| Ok(finish(l, tokens_before, target, ratio, appendix));
 
@@ -111,15 +127,14 @@ pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionErro
         // Nothing kept verbatim: the user messages ride in the handoff, within what is left.
         let all = input.msgs.len();
         for limit in (0..=MAX_RETAINED_REMINDERS).rev() {
-            let l = layout(input.view, input.msgs, all, limit);
-            if size(&l) <= target {
-                let appendix = config.keep_recent_tokens.min(target - size(&l));
-                return done(l, appendix);
+            let s = size(all, limit);
+            if s <= target {
+                let appendix = config.keep_recent_tokens.min(target - s);
+                return done(lay(all, limit), appendix);
             }
         }
-        let minimal = layout(input.view, input.msgs, all, 0);
-        prune::validate(size(&minimal), input.threshold, target)?;
-        return done(minimal, 0);
+        prune::validate(size(all, 0), input.threshold, target)?;
+        return done(lay(all, 0), 0);
     }
 
     let last = latest_cut(&valid).max(first);
@@ -130,24 +145,23 @@ pub fn plan<'a>(input: PlanInput<'a>) -> Result<Option<Plan<'a>>, CompactionErro
     };
     let mut cut = Some(first);
     while let Some(k) = cut {
-        let l = layout(input.view, input.msgs, k, MAX_RETAINED_REMINDERS);
-        if size(&l) + reserve <= target {
-            return done(l, reserve);
+        if size(k, MAX_RETAINED_REMINDERS) + reserve <= target {
+            return done(lay(k, MAX_RETAINED_REMINDERS), reserve);
         }
         cut = next_cut(&valid, k);
     }
     // The smallest tail: the ledger shrinks to what is left before any reminder is dropped.
     for limit in (0..=MAX_RETAINED_REMINDERS).rev() {
-        let l = layout(input.view, input.msgs, last, limit);
-        if size(&l) <= target {
-            let appendix = reserve.min(target - size(&l));
-            return done(l, appendix);
+        let s = size(last, limit);
+        if s <= target {
+            let appendix = reserve.min(target - s);
+            return done(lay(last, limit), appendix);
         }
     }
-    let minimal = layout(input.view, input.msgs, last, 0);
-    prune::validate(size(&minimal), input.threshold, target)?;
+    let minimal = size(last, 0);
+    prune::validate(minimal, input.threshold, target)?;
     Err(CompactionError::NoProgress {
-        tokens_after: size(&minimal),
+        tokens_after: minimal,
         target,
     })
 }

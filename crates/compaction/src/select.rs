@@ -66,6 +66,30 @@ pub fn select_cut(
     counter: &dyn TokenCounter,
     limits: TailLimits,
 ) -> usize {
+    select_by(messages, valid, |m, _| message_tokens(counter, m), limits)
+}
+
+/// [`select_cut`] with the messages' tokens already counted (`tokens[i]` of `messages[i]`).
+pub fn select_cut_counted(
+    messages: &[&Message],
+    valid: &[bool],
+    tokens: &[u64],
+    limits: TailLimits,
+) -> usize {
+    select_by(
+        messages,
+        valid,
+        |_, k| tokens.get(k).copied().unwrap_or_default(),
+        limits,
+    )
+}
+
+fn select_by(
+    messages: &[&Message],
+    valid: &[bool],
+    tokens_of: impl Fn(&Message, usize) -> u64,
+    limits: TailLimits,
+) -> usize {
     let n = messages.len();
     if n == 0 {
         return 0;
@@ -75,7 +99,7 @@ pub fn select_cut(
     let mut best = None;
     for k in (0..n).rev() {
         let m = messages[k];
-        tokens += message_tokens(counter, m);
+        tokens += tokens_of(m, k);
         if starts_turn(m) {
             users += 1;
         }
@@ -176,6 +200,13 @@ mod tests {
         assert_eq!(select_cut(&refs, &valid, &EstimateCounter, limits(2, 10_000)), 8);
         // Newest message always kept.
         assert_eq!(select_cut(&refs, &valid, &EstimateCounter, limits(4, 0)), 11);
+        let tokens: Vec<u64> = refs.iter().map(|m| message_tokens(&EstimateCounter, m)).collect();
+        for (turns, budget) in [(4, 10_000), (2, 10_000), (4, 0), (6, 3), (1, 1)] {
+            assert_eq!(
+                select_cut_counted(&refs, &valid, &tokens, limits(turns, budget)),
+                select_cut(&refs, &valid, &EstimateCounter, limits(turns, budget))
+            );
+        }
     }
 
     #[test]

@@ -20,15 +20,32 @@ pub trait TokenCounter: Send + Sync {
     /// Tokens of a piece of text.
     fn count_text(&self, text: &str) -> u64;
 
+    /// Tokens of tool arguments as a provider receives them: the count of
+    /// [`arguments_text`]`(value)`.
+    ///
+    /// The default serialises the value; a counter that depends on the length only overrides it to
+    /// measure the JSON without building it (tool arguments are counted on every planning pass).
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        self.count_text(&arguments_text(value))
+    }
+
+    /// Tokens of any text of `bytes` UTF-8 bytes, when the count depends on the length only
+    /// (`None` otherwise, the default).
+    ///
+    /// Lets callers measure text they would otherwise have to build first, such as a clipped tool
+    /// output, from its length alone.
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        let _ = bytes;
+        None
+    }
+
     /// Tokens of one part.
     fn count_part(&self, part: &Part) -> u64 {
         match part {
             Part::Text { text } => self.count_text(text),
             Part::Image { .. } => IMAGE_TOKENS,
             Part::Document { pages, .. } => u64::from(*pages).max(1) * DOCUMENT_PAGE_TOKENS,
-            Part::ToolCall { name, arguments, .. } => {
-                self.count_text(name) + self.count_text(&arguments_text(arguments))
-            }
+            Part::ToolCall { name, arguments, .. } => self.count_text(name) + self.count_json(arguments),
             Part::ToolResult { content, .. } => self.count_text(content),
             Part::Reasoning { text, .. } => self.count_text(text),
         }
@@ -49,9 +66,7 @@ pub trait TokenCounter: Send + Sync {
         tools
             .iter()
             .map(|t| {
-                self.count_text(&t.name)
-                    + self.count_text(&t.description)
-                    + self.count_text(&arguments_text(&t.parameters))
+                self.count_text(&t.name) + self.count_text(&t.description) + self.count_json(&t.parameters)
             })
             .sum()
     }
@@ -67,6 +82,12 @@ impl<T: TokenCounter + ?Sized> TokenCounter for Arc<T> {
     fn count_message(&self, message: &Message) -> u64 {
         (**self).count_message(message)
     }
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        (**self).count_json(value)
+    }
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        (**self).count_len(bytes)
+    }
 }
 
 /// The JSON text of tool arguments as a provider receives it (a string stays as is).
@@ -74,6 +95,189 @@ pub fn arguments_text(arguments: &serde_json::Value) -> String {
     match arguments {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// Bytes of [`arguments_text`]`(arguments)`, measured without building the text.
+pub fn arguments_len(arguments: &serde_json::Value) -> usize {
+    match arguments {
+        serde_json::Value::String(s) => s.len(),
+        other => json_len(other),
+    }
+}
+
+/// Appends [`arguments_text`]`(arguments)` to `out` without an intermediate string.
+pub fn push_arguments_text(out: &mut String, arguments: &serde_json::Value) {
+    match arguments {
+        serde_json::Value::String(s) => out.push_str(s),
+        other => push_json(out, other),
+    }
+}
+
+/// Whether serde_json escapes this byte inside a string.
+#[inline]
+fn needs_escape(b: u8) -> bool {
+    // Bitwise, not short-circuit: the callers' loops vectorise.
+    (b < 0x20) | (b == b'"') | (b == b'\\')
+}
+
+/// Whether serde_json escapes this byte as `\u00XX` (six bytes) rather than a short escape.
+#[inline]
+fn long_escape(b: u8) -> bool {
+    (b < 0x20) & (b != 0x08) & (b != 0x09) & (b != 0x0a) & (b != 0x0c) & (b != 0x0d)
+}
+
+/// Bytes of `value` in serde_json's compact form.
+fn json_len(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => {
+            let mut sink = ByteCount(0);
+            // Writing to a counter cannot fail; a failure would leave a count of the bytes so far.
+            let _ = serde_json::to_writer(&mut sink, n);
+            sink.0
+        }
+        Value::String(s) => json_str_len(s),
+        Value::Array(items) => 2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map.len().saturating_sub(1)
+                + map
+                    .iter()
+                    .map(|(k, v)| json_str_len(k) + 1 + json_len(v))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// Bytes of `s` as a JSON string literal: quotes, and two bytes for each short escape
+/// (`\"`, `\\`, `\n`, ...) or six for a `\u00XX` one.
+fn json_str_len(s: &str) -> usize {
+    // Counted in blocks of 255 bytes with byte-wide counters, branch-free, so that the loop
+    // vectorises: this runs over whole file bodies.
+    let mut extra = 0usize;
+    for block in s.as_bytes().chunks(255) {
+        let (mut short, mut long) = (0u8, 0u8);
+        for &b in block {
+            short += u8::from(needs_escape(b));
+            long += u8::from(long_escape(b));
+        }
+        extra += usize::from(short) + 4 * usize::from(long);
+    }
+    s.len() + 2 + extra
+}
+
+/// Appends `value` in serde_json's compact form.
+fn push_json(out: &mut String, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => match serde_json::to_string(n) {
+            Ok(text) => out.push_str(&text),
+            Err(_) => out.push_str(&n.to_string()),
+        },
+        Value::String(s) => push_json_str(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json_str(out, k);
+                out.push(':');
+                push_json(out, v);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Appends `s` as a JSON string literal, escaped as serde_json escapes it.
+fn push_json_str(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    let mut i = next_escape(bytes, 0);
+    while i < bytes.len() {
+        out.push_str(&s[start..i]);
+        let b = bytes[i];
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xf)]));
+            }
+        }
+        start = i + 1;
+        i = next_escape(bytes, start);
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// The position of the next byte to escape at or after `from` (`bytes.len()` when none).
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    /// High bit set in each byte of `x` below `n` (n ≤ 128); exact up to the first such byte.
+    fn below(x: u64, n: u8) -> u64 {
+        x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH
+    }
+    let mut i = from;
+    // Eight bytes at a time: the lowest flagged byte is the first to escape.
+    while let Some(word) = bytes.get(i..i + 8) {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(word);
+        let x = u64::from_le_bytes(le);
+        let flagged =
+            below(x, 0x20) | below(x ^ (ONES * u64::from(b'"')), 1) | below(x ^ (ONES * u64::from(b'\\')), 1);
+        if flagged != 0 {
+            return i + (flagged.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !needs_escape(bytes[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// An `io::Write` that keeps only the number of bytes written.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0 += buf.len();
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -91,6 +295,12 @@ impl EstimateCounter {
 impl TokenCounter for EstimateCounter {
     fn count_text(&self, text: &str) -> u64 {
         Self::bytes_to_tokens(text.len() as u64)
+    }
+    fn count_json(&self, value: &serde_json::Value) -> u64 {
+        Self::bytes_to_tokens(arguments_len(value) as u64)
+    }
+    fn count_len(&self, bytes: usize) -> Option<u64> {
+        Some(Self::bytes_to_tokens(bytes as u64))
     }
 }
 
@@ -178,6 +388,63 @@ mod tests {
             ],
         );
         assert_eq!(c.count_message(&m), 1_200 + 6_000);
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[\\\\\"\\n\\t\\x00-\\x1fa-zé😀]{0,40}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn json_is_counted_exactly_as_its_text(value in json_value()) {
+            let text = arguments_text(&value);
+            proptest::prop_assert_eq!(arguments_len(&value), text.len());
+            let mut pushed = String::from("x");
+            push_arguments_text(&mut pushed, &value);
+            proptest::prop_assert_eq!(&pushed[1..], text.as_str());
+            proptest::prop_assert_eq!(EstimateCounter.count_json(&value), EstimateCounter.count_text(&text));
+            let shared: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
+            proptest::prop_assert_eq!(shared.count_json(&value), EstimateCounter.count_text(&text));
+        }
+
+        #[test]
+        fn length_only_counts_match_the_text(text in proptest::arbitrary::any::<String>()) {
+            proptest::prop_assert_eq!(EstimateCounter.count_len(text.len()), Some(EstimateCounter.count_text(&text)));
+        }
+    }
+
+    #[test]
+    fn a_counter_without_a_length_rule_serialises_arguments() {
+        struct Chars;
+        impl TokenCounter for Chars {
+            fn count_text(&self, text: &str) -> u64 {
+                text.chars().count() as u64
+            }
+        }
+        let args = serde_json::json!({"path": "é/a.rs", "n": [1, 2.5, null]});
+        assert_eq!(
+            Chars.count_json(&args),
+            arguments_text(&args).chars().count() as u64
+        );
+        assert_eq!(Chars.count_len(10), None);
+        let string_args = serde_json::Value::String("{\"a\":1}".into());
+        assert_eq!(EstimateCounter.count_json(&string_args), 2);
     }
 
     #[test]
