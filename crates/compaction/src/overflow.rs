@@ -207,24 +207,12 @@ pub fn decide(
     config: &CompactionConfig,
 ) -> Result<Decision, ConfigError> {
     let threshold = config.threshold(window)?;
-    let context_tokens = context_tokens(view, config.projection, tools, counter);
-    if context_tokens > threshold {
-        return Ok(Decision::Tokens {
-            context_tokens,
-            threshold,
-        });
-    }
-    let messages = view_message_count(view);
-    if messages > config.effective_max_messages() {
-        return Ok(Decision::Count {
-            messages,
-            max_messages: config.max_messages,
-        });
-    }
-    Ok(Decision::NotNeeded {
-        context_tokens,
+    Ok(decision(
+        view,
+        context_tokens(view, config.projection, tools, counter),
         threshold,
-    })
+        config,
+    ))
 }
 
 /// [`decide`] on a view counted once for the whole pass (the same decision).
@@ -235,24 +223,28 @@ pub fn decide_counted(
     config: &CompactionConfig,
 ) -> Result<Decision, ConfigError> {
     let threshold = config.threshold(window)?;
-    let context_tokens = tokens.context_tokens();
+    Ok(decision(view, tokens.context_tokens(), threshold, config))
+}
+
+/// Both signals, given the context size: tokens first, then the message count.
+fn decision(view: &StoredView, context_tokens: u64, threshold: u64, config: &CompactionConfig) -> Decision {
     if context_tokens > threshold {
-        return Ok(Decision::Tokens {
+        return Decision::Tokens {
             context_tokens,
             threshold,
-        });
+        };
     }
     let messages = view_message_count(view);
     if messages > config.effective_max_messages() {
-        return Ok(Decision::Count {
+        return Decision::Count {
             messages,
             max_messages: config.max_messages,
-        });
+        };
     }
-    Ok(Decision::NotNeeded {
+    Decision::NotNeeded {
         context_tokens,
         threshold,
-    })
+    }
 }
 
 #[cfg(test)]
