@@ -144,29 +144,31 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     crate::artifacts::split_ascii(text, |b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
 }
 
+/// Words that mark a sentence of a user message as a decision (matched ignoring ASCII case).
+pub(crate) const DECISION_MARKERS: &[&str] = &[
+    "let's ",
+    "lets ",
+    "we should ",
+    "we will ",
+    "we'll ",
+    "don't ",
+    "do not ",
+    "never ",
+    "always ",
+    "instead",
+    "prefer ",
+    "must ",
+    "decided",
+    "go with ",
+];
+
 /// Sentences of a user message that state a decision.
 fn decisions_in(text: &str) -> Vec<String> {
-    const MARKERS: &[&str] = &[
-        "let's ",
-        "lets ",
-        "we should ",
-        "we will ",
-        "we'll ",
-        "don't ",
-        "do not ",
-        "never ",
-        "always ",
-        "instead",
-        "prefer ",
-        "must ",
-        "decided",
-        "go with ",
-    ];
     // Where the markers occur in the whole text, ignoring ASCII case: a sentence states a
     // decision when one lies inside it (no marker holds a separator). Most messages hold none,
     // and then no sentence is looked at.
     let lower = text.to_ascii_lowercase();
-    let mut found: Vec<(usize, usize)> = MARKERS
+    let mut found: Vec<(usize, usize)> = DECISION_MARKERS
         .iter()
         .flat_map(|m| {
             memchr::memmem::find_iter(lower.as_bytes(), m.as_bytes()).map(move |i| (i, i + m.len()))

@@ -2,7 +2,7 @@
 //! copying forms they replaced.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::{decisions_in, failed, sentences};
+use super::{decisions_in, failed, sentences, DECISION_MARKERS};
 
 /// The failure test as first written: markers searched in a lower-cased copy.
 fn failed_reference(content: &str, is_error: bool) -> bool {
@@ -44,28 +44,12 @@ proptest::proptest! {
 
 /// Decisions as first found: each sentence lower-cased and searched.
 fn decisions_reference(text: &str) -> Vec<String> {
-    const MARKERS: &[&str] = &[
-        "let's ",
-        "lets ",
-        "we should ",
-        "we will ",
-        "we'll ",
-        "don't ",
-        "do not ",
-        "never ",
-        "always ",
-        "instead",
-        "prefer ",
-        "must ",
-        "decided",
-        "go with ",
-    ];
     text.split(['.', '!', '\n', '?'])
         .map(str::trim)
         .filter(|s| s.len() >= 12 && s.len() <= 300)
         .filter(|s| {
             let lower = s.to_ascii_lowercase();
-            MARKERS.iter().any(|m| lower.contains(m))
+            DECISION_MARKERS.iter().any(|m| lower.contains(m))
         })
         .map(str::to_string)
         .collect()

@@ -270,10 +270,12 @@ pub fn render_user_prompt(input: &PromptInput<'_>) -> String {
 
 /// The two messages of a summary request: the system instruction and the user prompt.
 pub fn render_messages(input: &PromptInput<'_>) -> Vec<Message> {
-    vec![
-        Message::system(SYSTEM_PROMPT),
-        Message::user(render_user_prompt(input)),
-    ]
+    request_messages(render_user_prompt(input))
+}
+
+/// The system instruction followed by `user_prompt`.
+fn request_messages(user_prompt: String) -> Vec<Message> {
+    vec![Message::system(SYSTEM_PROMPT), Message::user(user_prompt)]
 }
 
 /// [`PromptInput`] over borrowed messages, as a planned layout holds them: the request is
@@ -308,10 +310,7 @@ pub fn render_user_prompt_refs(input: &PromptRefs<'_>) -> String {
 
 /// [`render_messages`] of borrowed messages (byte-identical).
 pub fn render_messages_refs(input: &PromptRefs<'_>) -> Vec<Message> {
-    vec![
-        Message::system(SYSTEM_PROMPT),
-        Message::user(render_user_prompt_refs(input)),
-    ]
+    request_messages(render_user_prompt_refs(input))
 }
 
 /// The user prompt, written into one string sized up front.
