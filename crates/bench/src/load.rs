@@ -35,7 +35,9 @@ pub struct LoadConfig {
     pub turns: usize,
     /// The stub's behaviour (latency, tool calls per reply).
     pub stub: StubConfig,
-    /// Model calls in flight at once (the provider's concurrency limit, i.e. open connections).
+    /// Model calls in flight at once (the provider's concurrency limit, i.e. open connections);
+    /// the runtime's model-call slots (`RuntimeConfig::max_concurrent_model_calls`) are set to
+    /// the same number, so a turn waiting for a call holds no view.
     pub provider_concurrency: usize,
 }
 
@@ -170,12 +172,17 @@ pub struct LoadReport {
     pub turns_per_s: f64,
     /// Model calls per second (turns and summaries).
     pub model_calls_per_s: f64,
-    /// Per turn: wall time minus the stub's latency × the turn's model calls — everything the
-    /// stub did not spend sleeping: runtime, HTTP client, stub parsing, waiting for a CPU.
+    /// Per turn: wall time minus the stub's latency × the turn's model calls minus the wait for
+    /// a model-call slot — everything the stub did not spend sleeping and the concurrency limit
+    /// did not queue: runtime, HTTP client, stub parsing, waiting for a CPU.
     pub overhead: Percentiles,
-    /// Per turn: wall time minus the time spent inside model calls — the runtime's own share
-    /// (store, pipeline, compaction, tools, state machine, waiting for a CPU).
+    /// Per turn: wall time minus the time spent inside model calls and waiting for a model-call
+    /// slot — the runtime's own share (store, pipeline, compaction, tools, state machine,
+    /// waiting for a CPU).
     pub runtime_only: Percentiles,
+    /// Per turn: time waited for a model-call slot (`TurnOutcome::model_slot_wait`): the queue
+    /// in front of the provider's concurrency limit, which the two overheads leave out.
+    pub slot_wait: Percentiles,
     /// Latency of every store append (fsync included for durable stores).
     pub append_latency: Percentiles,
     /// Latency of every compaction commit.
@@ -225,7 +232,11 @@ fn router(base_url: &str, concurrency: usize) -> Result<ModelRouter, LoadError> 
         .map_err(LoadError::Provider)
 }
 
-fn runtime(router: ModelRouter, store: Arc<dyn SessionStore>) -> Result<Runtime, LoadError> {
+fn runtime(
+    router: ModelRouter,
+    store: Arc<dyn SessionStore>,
+    concurrency: usize,
+) -> Result<Runtime, LoadError> {
     let lookup = FnTool::new(
         TOOL_NAME,
         "Looks a key up.",
@@ -243,7 +254,11 @@ fn runtime(router: ModelRouter, store: Arc<dyn SessionStore>) -> Result<Runtime,
         .router(router)
         .store(store)
         .compaction(CompactionConfig::default())
-        .config(RuntimeConfig::default().with_stream(false))
+        .config(
+            RuntimeConfig::default()
+                .with_stream(false)
+                .with_max_concurrent_model_calls(concurrency),
+        )
         .tool(lookup)
         .build()
         .map_err(LoadError::Build)
@@ -254,6 +269,7 @@ fn runtime(router: ModelRouter, store: Arc<dyn SessionStore>) -> Result<Runtime,
 struct SessionOutcome {
     overhead_us: Vec<f64>,
     runtime_us: Vec<f64>,
+    slot_wait_us: Vec<f64>,
     ok: u64,
     failed: u64,
     errors: Vec<String>,
@@ -280,10 +296,13 @@ async fn run_session(
         let calls = clock.model_calls.load(Ordering::Relaxed) as f64;
         let model = clock.model_nanos.load(Ordering::Relaxed) as f64 / 1e3;
         match result {
-            Ok(_) => {
+            Ok(outcome) => {
+                let queued = outcome.model_slot_wait.as_secs_f64() * 1e6;
                 out.ok += 1;
-                out.overhead_us.push(wall - calls * latency.as_secs_f64() * 1e6);
-                out.runtime_us.push(wall - model);
+                out.overhead_us
+                    .push(wall - calls * latency.as_secs_f64() * 1e6 - queued);
+                out.runtime_us.push(wall - model - queued);
+                out.slot_wait_us.push(queued);
             }
             Err(e) => {
                 out.failed += 1;
@@ -307,6 +326,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
     let rt = runtime(
         router(&stub.base_url(), config.provider_concurrency)?,
         timed.clone(),
+        config.provider_concurrency,
     )?;
     let mut ids = Vec::with_capacity(config.sessions);
     for _ in 0..config.sessions {
@@ -327,11 +347,13 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         .collect();
     let mut overhead = Vec::new();
     let mut runtime_only = Vec::new();
+    let mut slot_wait = Vec::new();
     let (mut ok, mut failed, mut first_errors) = (0, 0, Vec::new());
     for task in tasks {
         let o = task.await.map_err(LoadError::Panicked)?;
         overhead.extend(o.overhead_us);
         runtime_only.extend(o.runtime_us);
+        slot_wait.extend(o.slot_wait_us);
         ok += o.ok;
         failed += o.failed;
         first_errors.extend(
@@ -364,6 +386,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         model_calls_per_s: stats.answered() as f64 / elapsed,
         overhead: Percentiles::of(&mut overhead),
         runtime_only: Percentiles::of(&mut runtime_only),
+        slot_wait: Percentiles::of(&mut slot_wait),
         append_latency: Percentiles::of(&mut appends),
         commit_latency: Percentiles::of(&mut commits),
         unattributed_calls: UNATTRIBUTED_CALLS.load(Ordering::Relaxed) - unattributed_before,

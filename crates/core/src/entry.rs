@@ -20,7 +20,11 @@ pub enum Entry {
     /// The session switched model.
     ModelChange(ModelChange),
     /// A committed compaction: the model view changes here.
-    Compaction(CompactionMeta),
+    ///
+    /// Boxed: the record is several times larger than a message, and an enum is as large inline
+    /// as its largest variant, so an unboxed record would make every message entry of a log
+    /// (in memory, in a view, in a request) pay for it.
+    Compaction(Box<CompactionMeta>),
     /// A fact about the history that is not content, such as another tool's compaction.
     Marker(Marker),
 }

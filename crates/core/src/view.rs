@@ -168,7 +168,7 @@ mod tests {
         let u2 = Message::user("two");
         let u3 = Message::user("three");
         let mut log: Vec<Entry> = vec![sys.clone().into(), u1.into(), u2.clone().into()];
-        log.push(Entry::Compaction(meta(1, u2.id, vec![sys.id])));
+        log.push(Entry::Compaction(Box::new(meta(1, u2.id, vec![sys.id]))));
         log.push(u3.clone().into());
         let view = StoredView::from_log(session.clone(), &log).unwrap();
         assert_eq!(view.generation, 1);
@@ -186,7 +186,7 @@ mod tests {
         let session = SessionRecord::new("m", vec![]);
         let log: Vec<Entry> = vec![
             Message::user("x").into(),
-            Entry::Compaction(meta(1, EntryId::new(), vec![])),
+            Entry::Compaction(Box::new(meta(1, EntryId::new(), vec![]))),
         ];
         assert!(matches!(
             StoredView::from_log(session, &log),

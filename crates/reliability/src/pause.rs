@@ -178,7 +178,7 @@ impl<S: SessionStore> PausingStore<S> {
                 let conn = rusqlite::Connection::open(path)?;
                 conn.busy_timeout(Duration::from_secs(10))?;
                 conn.execute_batch("BEGIN IMMEDIATE")?;
-                let json = serde_json::to_string(&Entry::Compaction(meta.clone()))?;
+                let json = serde_json::to_string(&Entry::Compaction(Box::new(meta.clone())))?;
                 conn.execute(
                     "INSERT INTO entries (session_id, seq, entry_id, kind, json) \
                      VALUES (?1, (SELECT log_len FROM sessions WHERE id = ?1), ?2, 'compaction', ?3)",

@@ -29,6 +29,15 @@ pub struct RuntimeConfig {
     pub max_output_tokens: Option<u32>,
     /// Sampling temperature (`None`: the provider's default).
     pub temperature: Option<f32>,
+    /// Turns of this runtime that may be between loading their view and receiving the model's
+    /// reply at the same time (`None`: no bound).
+    ///
+    /// A turn takes a slot before it loads the view it will send and gives it back when the
+    /// reply arrives, so a turn that waits holds no view and no request: with many sessions and
+    /// a provider that takes N calls at a time, setting this to N bounds the memory of requests
+    /// in flight to N requests instead of one per waiting session. The time a turn waits is
+    /// reported in `TurnOutcome::model_slot_wait`.
+    pub max_concurrent_model_calls: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -41,6 +50,7 @@ impl Default for RuntimeConfig {
             stream: true,
             max_output_tokens: None,
             temperature: None,
+            max_concurrent_model_calls: None,
         }
     }
 }
@@ -73,6 +83,13 @@ impl RuntimeConfig {
     /// Turns streaming on or off.
     pub fn with_stream(mut self, stream: bool) -> Self {
         self.stream = stream;
+        self
+    }
+
+    /// Bounds the turns that hold a view for a model call at the same time (at least 1); see
+    /// [`RuntimeConfig::max_concurrent_model_calls`].
+    pub fn with_max_concurrent_model_calls(mut self, n: usize) -> Self {
+        self.max_concurrent_model_calls = Some(n.max(1));
         self
     }
 

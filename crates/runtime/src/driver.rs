@@ -42,6 +42,10 @@ pub(crate) struct TurnDriver<'a> {
     prepared: Option<Prepared>,
     /// The view the budget was decided for; the request is built from it when it is sent.
     view: Option<StoredView>,
+    /// The model-call slot held from loading the view until the reply arrives.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Time spent waiting for model-call slots.
+    slot_wait: std::time::Duration,
     reply: Option<ChatResponse>,
     results: Vec<CallResult>,
     usage: Usage,
@@ -75,6 +79,8 @@ impl<'a> TurnDriver<'a> {
             state: TurnState::new(rt.config.max_steps),
             prepared: None,
             view: None,
+            slot: None,
+            slot_wait: std::time::Duration::ZERO,
             reply: None,
             results: Vec::new(),
             usage: Usage::default(),
@@ -127,6 +133,7 @@ impl<'a> TurnDriver<'a> {
                 model_requests: self.model_requests,
                 tool_calls: self.tool_calls,
                 resumed: self.plan.resumed,
+                model_slot_wait: self.slot_wait,
             }),
             (fsm::Phase::Cancelled, _) => Err(RuntimeError::Cancelled),
             _ => Err(self.error.take().unwrap_or(RuntimeError::Internal)),
@@ -283,8 +290,31 @@ impl<'a> TurnDriver<'a> {
         }
     }
 
+    /// Takes a model-call slot if the runtime bounds them and the turn holds none yet.
+    ///
+    /// `false` when the turn was cancelled while waiting.
+    async fn take_slot(&mut self) -> bool {
+        let Some(slots) = self.rt.model_slots.as_ref() else {
+            return true;
+        };
+        if self.slot.is_some() {
+            return true;
+        }
+        let started = std::time::Instant::now();
+        let permit = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return false,
+            p = slots.clone().acquire_owned() => p,
+        };
+        self.slot_wait += started.elapsed();
+        // The semaphore is never closed, so acquiring only fails if that changes; a turn then
+        // runs unbounded rather than failing.
+        self.slot = permit.ok();
+        true
+    }
+
     async fn build_view(&mut self) -> Next {
-        if self.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() || !self.take_slot().await {
             return Next::Event(Event::Cancel);
         }
         let loaded = tokio::select! {
@@ -410,6 +440,8 @@ impl<'a> TurnDriver<'a> {
             _ = self.cancel.cancelled() => return Next::Event(Event::Cancel),
             r = router.chat(request, Some(&sink)).instrument(span) => r,
         };
+        // The request is gone with the call: the next view is loaded under a new slot.
+        self.slot = None;
         match result {
             Ok(mut response) => {
                 response.message.meta.model = Some(self.model.clone());

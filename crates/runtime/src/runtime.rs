@@ -29,6 +29,8 @@ pub(crate) struct Inner {
     pub(crate) config: RuntimeConfig,
     pub(crate) events: Arc<EventBus>,
     pub(crate) pipeline: ContextPipeline,
+    /// Model-call slots (`RuntimeConfig::max_concurrent_model_calls`); `None` when unbounded.
+    pub(crate) model_slots: Option<Arc<tokio::sync::Semaphore>>,
     turns: AtomicU64,
     /// One turn at a time per session within this runtime.
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
@@ -152,6 +154,10 @@ impl RuntimeBuilder {
                 store,
                 compaction,
                 tools,
+                model_slots: self
+                    .config
+                    .max_concurrent_model_calls
+                    .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
                 config: self.config,
                 events,
                 pipeline,

@@ -108,6 +108,9 @@ pub struct TurnOutcome {
     pub tool_calls: u32,
     /// The turn continued an earlier run with the same input that had not finished.
     pub resumed: bool,
+    /// Time the turn waited for a model-call slot
+    /// (`RuntimeConfig::max_concurrent_model_calls`); zero when unbounded.
+    pub model_slot_wait: std::time::Duration,
 }
 
 impl TurnOutcome {

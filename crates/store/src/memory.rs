@@ -259,7 +259,7 @@ impl SessionStore for MemoryStore {
         let generation = request.meta.generation;
         data.ids.insert(request.meta.id, data.log.len());
         data.latest_compaction = Some(data.log.len());
-        data.log.push(Entry::Compaction(request.meta));
+        data.log.push(Entry::Compaction(Box::new(request.meta)));
         if let Some(r) = data.record.as_mut() {
             r.generation = generation;
             r.updated_at = Utc::now();

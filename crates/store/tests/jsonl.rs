@@ -193,7 +193,7 @@ async fn unmatched_compaction_record_is_ignored_and_reported() {
     let log = reopened.load_log(id).await.unwrap();
     assert_eq!(log.len(), 7);
     assert!(
-        !log.contains(&pith_core::Entry::Compaction(m2)),
+        !log.contains(&pith_core::Entry::Compaction(Box::new(m2))),
         "the uncommitted record never enters the log"
     );
     assert!(reopened.warnings().is_empty(), "{:?}", reopened.warnings());

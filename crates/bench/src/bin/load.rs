@@ -102,11 +102,15 @@ fn print(report: &LoadReport) {
         report.turns_ok, report.turns_failed, report.elapsed_s, report.turns_per_s, report.model_calls_per_s
     );
     println!(
-        "overhead per turn (wall − stub latency × calls): {}",
+        "model-call slot wait per turn:                   {}",
+        p(&report.slot_wait)
+    );
+    println!(
+        "overhead per turn (wall − stub latency × calls − slot wait): {}",
         p(&report.overhead)
     );
     println!(
-        "runtime per turn (wall − time in model calls):    {}",
+        "runtime per turn (wall − time in model calls − slot wait):    {}",
         p(&report.runtime_only)
     );
     println!(

@@ -194,7 +194,7 @@ fn the_cached_check_agrees_across_compactions_and_masked_entries() {
             if recorded_tail {
                 m.extra = Some(serde_json::json!({ "tail_entries": 8 }));
             }
-            log.push(Entry::Compaction(m));
+            log.push(Entry::Compaction(Box::new(m)));
             // Right after it, round 4's usage predates the compaction and must be ignored.
             let after = assert_agrees(&pipeline, &view(&log, &record), style, "right after gen 1");
             assert_eq!(after.context_tokens, after.estimate);
@@ -220,7 +220,7 @@ fn the_cached_check_agrees_across_compactions_and_masked_entries() {
             if recorded_tail {
                 m.extra = Some(serde_json::json!({ "tail_entries": 4 }));
             }
-            log.push(Entry::Compaction(m));
+            log.push(Entry::Compaction(Box::new(m)));
             assert_agrees(&pipeline, &view(&log, &record), style, "right after gen 2");
             for i in 10..13 {
                 log.extend(round(i));
@@ -260,7 +260,7 @@ fn request_messages_are_the_trimmed_projection() {
         let masked_result = log[log.len() - 2].id();
         // Reminders 0..=12 are before the tail (round 12 on); 13 is in it.
         let mut m = meta(1, tail_start, vec![system_id], reminders[..13].to_vec());
-        log.push(Entry::Compaction(m.clone()));
+        log.push(Entry::Compaction(Box::new(m.clone())));
         log.extend(round(20));
         let compacted = view(&log, &record);
         assert_eq!(compacted.reminders.len(), 13);
@@ -279,7 +279,7 @@ fn request_messages_are_the_trimmed_projection() {
             tool: "read".into(),
             tokens: 40,
         });
-        log.push(Entry::Compaction(m));
+        log.push(Entry::Compaction(Box::new(m)));
         let masked = view(&log, &record);
         let sent = pipeline.request_messages(masked.clone());
         assert_eq!(sent, trim(projection::project(&masked, style)));

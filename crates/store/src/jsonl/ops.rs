@@ -267,10 +267,10 @@ pub fn load_log(
     let mut records = adopted.records.into_iter().peekable();
     for (_, _, e) in lines.items {
         while let Some(r) = records.next_if(|r| r.seq == log.len() as u64) {
-            log.push(Entry::Compaction(r.meta));
+            log.push(Entry::Compaction(Box::new(r.meta)));
         }
         log.push(e);
     }
-    log.extend(records.map(|r| Entry::Compaction(r.meta)));
+    log.extend(records.map(|r| Entry::Compaction(Box::new(r.meta))));
     Ok((record, log))
 }

@@ -227,7 +227,7 @@ pub async fn commit(tx: &Transaction<'_>, id: SessionId, request: &CommitRequest
         tx,
         id,
         seq,
-        std::slice::from_ref(&Entry::Compaction(meta.clone())),
+        std::slice::from_ref(&Entry::Compaction(Box::new(meta.clone()))),
     )
     .await?;
     tx.execute(
@@ -296,7 +296,7 @@ pub async fn load_view<C: GenericClient>(c: &C, id: SessionId) -> Result<(Stored
         .await?
         .ok_or_else(|| corrupt(location.clone(), format!("no entry at seq {latest}")))?;
     let meta: CompactionMeta = match decode(row.get(0), || format!("{location} seq {latest}"))? {
-        Entry::Compaction(m) => m,
+        Entry::Compaction(m) => *m,
         other => {
             return Err(corrupt(
                 location,
@@ -399,7 +399,7 @@ pub async fn find_compaction<C: GenericClient>(
         .await?;
     let Some(row) = row else { return Ok(None) };
     match decode(row.get(0), || format!("postgres pith_entries {id}"))? {
-        Entry::Compaction(m) => Ok(Some(m)),
+        Entry::Compaction(m) => Ok(Some(*m)),
         other => Err(corrupt(
             format!("postgres pith_entries {id}"),
             format!("index points at a {}", other.kind()),

@@ -194,7 +194,7 @@ pub fn commit(conn: &mut Connection, id: SessionId, request: &CommitRequest) -> 
         &tx,
         id,
         seq,
-        std::slice::from_ref(&Entry::Compaction(meta.clone())),
+        std::slice::from_ref(&Entry::Compaction(Box::new(meta.clone()))),
     )?;
     tx.prepare_cached(
         "INSERT INTO compactions (session_id, generation, seq, idempotency_key, created_at) \
@@ -267,7 +267,7 @@ pub fn load_view(conn: &mut Connection, id: SessionId) -> Result<(StoredView, u6
     };
     let location = format!("sqlite entries {id}");
     let meta: CompactionMeta = match entry_at(&tx, id, latest)? {
-        Entry::Compaction(m) => m,
+        Entry::Compaction(m) => *m,
         other => {
             return Err(corrupt(
                 &location,
@@ -385,7 +385,7 @@ pub fn find_compaction(
         .optional()?;
     let Some(seq) = seq else { return Ok(None) };
     match entry_at(&tx, id, seq as u64)? {
-        Entry::Compaction(m) => Ok(Some(m)),
+        Entry::Compaction(m) => Ok(Some(*m)),
         other => Err(corrupt(
             &format!("sqlite entries {id}"),
             format!(

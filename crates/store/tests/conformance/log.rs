@@ -41,7 +41,7 @@ pub async fn round_trip_every_entry_kind<S: SessionStore>(store: &S) {
     let log = store.load_log(id).await.unwrap();
     assert_eq!(log.len(), 7);
     assert_eq!(&log[1..5], &entries[..]);
-    assert_eq!(log[5], Entry::Compaction(meta.clone()));
+    assert_eq!(log[5], Entry::Compaction(Box::new(meta.clone())));
     assert_eq!(log[6], after);
     let view = assert_view_matches_reference(store, id).await;
     assert_eq!(view.generation, 1);
