@@ -160,6 +160,8 @@ pub struct LoadReport {
     pub turns_per_session: usize,
     /// The stub's latency per model call, in milliseconds.
     pub stub_latency_ms: f64,
+    /// The provider's concurrency limit, which is also the runtime's model-call slots.
+    pub provider_concurrency: usize,
     /// Turns that finished with a final answer.
     pub turns_ok: u64,
     /// Turns that returned an error.
@@ -343,7 +345,20 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
     let tasks: Vec<_> = ids
         .iter()
         .enumerate()
-        .map(|(s, id)| tokio::spawn(run_session(rt.clone(), *id, s, config.turns, config.stub.latency)))
+        .map(|(s, id)| {
+            // Sessions start spread evenly over one stub latency, as a service's users arrive,
+            // instead of all calling the model in the same instant (and then in lock-step, since
+            // every reply takes the same time). The offset is before the first turn's clock.
+            let offset = config
+                .stub
+                .latency
+                .mul_f64(s as f64 / config.sessions.max(1) as f64);
+            let (rt, id, turns, latency) = (rt.clone(), *id, config.turns, config.stub.latency);
+            tokio::spawn(async move {
+                tokio::time::sleep(offset).await;
+                run_session(rt, id, s, turns, latency).await
+            })
+        })
         .collect();
     let mut overhead = Vec::new();
     let mut runtime_only = Vec::new();
@@ -378,6 +393,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         sessions: config.sessions,
         turns_per_session: config.turns,
         stub_latency_ms: config.stub.latency.as_secs_f64() * 1e3,
+        provider_concurrency: config.provider_concurrency,
         turns_ok: ok,
         turns_failed: failed,
         first_errors,

@@ -1,6 +1,6 @@
 //! A loopback OpenAI-compatible Chat Completions server for the load harness.
 //!
-//! Minimal HTTP/1.1 on `tokio::net::TcpListener`: keep-alive connections, `Content-Length`
+//! Minimal HTTP/1.1 on a `tokio::net::TcpListener`: keep-alive connections, `Content-Length`
 //! bodies, non-streamed replies after a configurable latency. It plays an agent's model: a
 //! request whose last message is the user's gets `calls_per_reply` tool calls of the `lookup`
 //! tool; a request that ends with tool results gets a final answer; a summary request (it holds
@@ -14,11 +14,14 @@ use std::time::Duration;
 use memchr::memmem;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 /// The tool the stub asks for.
 pub const TOOL_NAME: &str = "lookup";
+
+/// Pending connections the stub's listener queues (the kernel caps it at `somaxconn`).
+const LISTEN_BACKLOG: u32 = 8192;
 
 /// How the stub behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +99,11 @@ impl StubServer {
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start(config: StubConfig) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        // A backlog as deep as the kernel allows: thousands of sessions open their connections
+        // at once, and a connection refused by a full backlog waits a second for its retry.
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let listener = socket.listen(LISTEN_BACKLOG)?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(StubStats::default());
         let served = stats.clone();

@@ -158,12 +158,15 @@ impl<'a> TurnDriver<'a> {
                     .with_dedupe_key(self.plan.input_key.clone());
                 self.append(request).await
             }
-            Action::PersistStep | Action::PersistCancelledTools => self.persist_step().await,
-            Action::PersistFinal => self.persist_final().await,
-            Action::BuildView => self.build_view().await,
-            Action::Compact(kind) => self.compact(kind).await,
-            Action::CallModel => self.call_model().await,
-            Action::RunTools => self.run_tools().await,
+            // The large steps are boxed: a turn's future is as large as its largest step, and
+            // thousands of turns waiting for a model-call slot should each hold only the small
+            // state they wait in, not room for a model call, a compaction and the tools.
+            Action::PersistStep | Action::PersistCancelledTools => Box::pin(self.persist_step()).await,
+            Action::PersistFinal => Box::pin(self.persist_final()).await,
+            Action::BuildView => Box::pin(self.build_view()).await,
+            Action::Compact(kind) => Box::pin(self.compact(kind)).await,
+            Action::CallModel => Box::pin(self.call_model()).await,
+            Action::RunTools => Box::pin(self.run_tools()).await,
         }
     }
 

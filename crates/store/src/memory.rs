@@ -6,7 +6,11 @@
 //!
 //! Each session keeps an index from entry id to log position and the position of the latest
 //! compaction, so [`SessionStore::load_view`] clones only the entries the view holds (the retained
-//! instructions and reminders and the tail) whatever the size of the archived history.
+//! instructions and reminders and the tail) whatever the size of the archived history. When a
+//! compaction commits, the entries no view reads any more are kept as their JSON (see
+//! [`slot`]), so a long-running session's history costs a fraction of its size as values.
+
+mod slot;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +19,7 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 use chrono::Utc;
 use pith_core::{CompactionMeta, Entry, SessionId, SessionRecord, StoredView};
+use slot::Slot;
 
 use crate::common;
 use crate::error::StoreError;
@@ -27,7 +32,9 @@ use crate::types::{
 #[derive(Debug, Default)]
 struct SessionData {
     record: Option<SessionRecord>,
-    log: Vec<Entry>,
+    log: Vec<Slot>,
+    /// Positions below this one were considered for the archive at the latest commit.
+    archived_below: usize,
     /// Entry id → position in `log`.
     ids: HashMap<pith_core::EntryId, usize>,
     dedupe: HashSet<String>,
@@ -53,6 +60,20 @@ impl MemoryStore {
     /// Entries cloned by the most recent `load_view` (see [`SessionStore::last_view_load_rows`]).
     pub fn last_load_rows(&self) -> u64 {
         self.last_load_rows.load(Ordering::Relaxed)
+    }
+
+    /// Entries of the session's log kept as JSON because no view reads them any more (the
+    /// history before the latest compaction's tail that it does not retain); `None` for an
+    /// unknown session. The rest of the log is kept as values.
+    pub fn archived_entries(&self, id: SessionId) -> Option<u64> {
+        let map = self.lock();
+        let data = map.get(&id).filter(|d| d.record.is_some())?;
+        Some(
+            data.log
+                .iter()
+                .filter(|s| matches!(s, Slot::Archived { .. }))
+                .count() as u64,
+        )
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, SessionData>> {
@@ -98,8 +119,17 @@ impl SessionStore for MemoryStore {
             updated_at: now,
             generation: 0,
         };
-        let log: Vec<Entry> = request.instructions.into_iter().map(Entry::Message).collect();
-        let ids = log.iter().enumerate().map(|(i, e)| (e.id(), i)).collect();
+        let ids = request
+            .instructions
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id, i))
+            .collect();
+        let log = request
+            .instructions
+            .into_iter()
+            .map(|m| Slot::Live(Entry::Message(m)))
+            .collect();
         map.insert(
             request.id,
             SessionData {
@@ -165,7 +195,7 @@ impl SessionStore for MemoryStore {
         }
         for e in request.entries {
             data.ids.insert(e.id(), data.log.len());
-            data.log.push(e);
+            data.log.push(Slot::Live(e));
         }
         if let Some(key) = request.dedupe_key {
             data.dedupe.insert(key);
@@ -184,26 +214,25 @@ impl SessionStore for MemoryStore {
         let data = session_mut(&mut map, id)?;
         let record = record_of(data, id)?;
         let log_len = data.log.len() as u64;
+        let location = format!("memory session {id}");
         let Some(meta) = data
             .latest_compaction
             .and_then(|p| data.log.get(p)?.as_compaction().cloned())
         else {
             self.last_load_rows.store(log_len, Ordering::Relaxed);
-            return Ok(common::assemble_view(
-                record,
-                None,
-                vec![],
-                vec![],
-                data.log.clone(),
-                log_len,
-            ));
+            let log = slot::decode_all(&data.log, &location)?;
+            return Ok(common::assemble_view(record, None, vec![], vec![], log, log_len));
         };
-        let location = format!("memory session {id}");
         let pick = |ids: &[pith_core::EntryId]| -> Result<Vec<pith_core::Message>, StoreError> {
-            let found = ids
-                .iter()
-                .filter_map(|i| Some((*i, data.log.get(*data.ids.get(i)?)?.as_message()?.clone())))
-                .collect();
+            let mut found = HashMap::with_capacity(ids.len());
+            for i in ids {
+                let Some(slot) = data.ids.get(i).and_then(|&p| data.log.get(p)) else {
+                    continue;
+                };
+                if let Entry::Message(m) = slot.entry(&location)?.into_owned() {
+                    found.insert(*i, m);
+                }
+            }
             common::pick_retained(ids, &found, &meta, &location)
         };
         let instructions = pick(&meta.retained_instructions)?;
@@ -215,11 +244,12 @@ impl SessionStore for MemoryStore {
             })?,
             None => data.latest_compaction.unwrap_or(data.log.len()),
         };
-        let tail: Vec<Entry> = data.log[tail_from..]
-            .iter()
-            .filter(|e| !matches!(e, Entry::Compaction(_)))
-            .cloned()
-            .collect();
+        let mut tail = Vec::with_capacity(data.log.len().saturating_sub(tail_from));
+        for slot in data.log.get(tail_from..).unwrap_or_default() {
+            if slot.as_compaction().is_none() {
+                tail.push(slot.entry(&location)?.into_owned());
+            }
+        }
         let rows = 1 + instructions.len() + reminders.len() + tail.len();
         self.last_load_rows.store(rows as u64, Ordering::Relaxed);
         Ok(common::assemble_view(
@@ -234,7 +264,7 @@ impl SessionStore for MemoryStore {
 
     async fn load_log(&self, id: SessionId) -> Result<Vec<Entry>, StoreError> {
         let mut map = self.lock();
-        Ok(session_mut(&mut map, id)?.log.clone())
+        slot::decode_all(&session_mut(&mut map, id)?.log, &format!("memory session {id}"))
     }
 
     async fn commit_compaction(&self, id: SessionId, request: CommitRequest) -> Result<u64, StoreError> {
@@ -246,9 +276,8 @@ impl SessionStore for MemoryStore {
             return Err(StoreError::DuplicateEntry(request.meta.id));
         }
         for r in common::referenced_ids(&request.meta) {
-            let entry = data.ids.get(&r).and_then(|&p| data.log.get(p));
-            let valid = match entry {
-                Some(Entry::Message(_)) => true,
+            let valid = match data.ids.get(&r).and_then(|&p| data.log.get(p)) {
+                Some(slot) if slot.is_message() => true,
                 Some(_) => Some(r) == request.meta.tail_start,
                 None => false,
             };
@@ -257,9 +286,12 @@ impl SessionStore for MemoryStore {
             }
         }
         let generation = request.meta.generation;
-        data.ids.insert(request.meta.id, data.log.len());
-        data.latest_compaction = Some(data.log.len());
-        data.log.push(Entry::Compaction(Box::new(request.meta)));
+        let position = data.log.len();
+        archive_before_tail(data, &request.meta, position);
+        data.ids.insert(request.meta.id, position);
+        data.latest_compaction = Some(position);
+        data.log
+            .push(Slot::Live(Entry::Compaction(Box::new(request.meta))));
         if let Some(r) = data.record.as_mut() {
             r.generation = generation;
             r.updated_at = Utc::now();
@@ -274,7 +306,7 @@ impl SessionStore for MemoryStore {
             .log
             .iter()
             .rev()
-            .filter_map(Entry::as_compaction)
+            .filter_map(Slot::as_compaction)
             .find(|c| c.idempotency_key == key)
             .cloned())
     }
@@ -305,14 +337,25 @@ impl SessionStore for MemoryStore {
         let mut map = self.lock();
         let data = session_mut(&mut map, id)?;
         let record = record_of(data, id)?;
-        Ok(common::revisions(&record, &data.log))
+        let commits: Vec<(u64, chrono::DateTime<Utc>)> = data
+            .log
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_compaction().map(|m| (i as u64, m.created_at)))
+            .collect();
+        Ok(common::revisions_from_commits(
+            &record,
+            &commits,
+            data.log.len() as u64,
+        ))
     }
 
     async fn export_revision(&self, id: SessionId, generation: u64) -> Result<RevisionExport, StoreError> {
         let mut map = self.lock();
         let data = session_mut(&mut map, id)?;
         let record = record_of(data, id)?;
-        common::export_from_log(&record, &data.log, generation)
+        let log = slot::decode_all(&data.log, &format!("memory session {id}"))?;
+        common::export_from_log(&record, &log, generation)
     }
 
     fn last_view_load_rows(&self) -> Option<u64> {
@@ -326,4 +369,25 @@ impl SessionStore for MemoryStore {
             .map(|_| ())
             .ok_or(StoreError::SessionNotFound(id))
     }
+}
+
+/// Archives what no view reads once `meta` commits at `position`: the entries before its tail
+/// that it does not retain, from where the previous commit stopped.
+fn archive_before_tail(data: &mut SessionData, meta: &CompactionMeta, position: usize) {
+    let tail_from = meta
+        .tail_start
+        .and_then(|t| data.ids.get(&t).copied())
+        .unwrap_or(position);
+    let retained: HashSet<pith_core::EntryId> = common::referenced_ids(meta).collect();
+    let from = data.archived_below.min(tail_from);
+    for slot in data.log.get_mut(from..tail_from).unwrap_or_default() {
+        let kept = match slot {
+            Slot::Live(e) => retained.contains(&e.id()),
+            Slot::Archived { .. } => true,
+        };
+        if !kept {
+            slot.archive();
+        }
+    }
+    data.archived_below = data.archived_below.max(tail_from);
 }

@@ -18,6 +18,19 @@ use pith_bench::load::{self, LoadConfig, LoadReport};
 use pith_bench::stub::StubConfig;
 use pith_store::{MemoryStore, SessionStore, SqliteStore};
 
+/// The process's allocator: mimalloc (the default feature), as a service running thousands of
+/// sessions would choose; build with `--no-default-features` to measure glibc's malloc.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator's name, for the report.
+const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system malloc"
+};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StoreKind {
     Memory,
@@ -94,8 +107,12 @@ fn print(report: &LoadReport) {
         )
     };
     println!(
-        "store {}: {} sessions × {} turns, stub latency {} ms",
-        report.store, report.sessions, report.turns_per_session, report.stub_latency_ms
+        "store {}: {} sessions × {} turns, stub latency {} ms, {} model-call slots, {ALLOCATOR_NAME}",
+        report.store,
+        report.sessions,
+        report.turns_per_session,
+        report.stub_latency_ms,
+        report.provider_concurrency
     );
     println!(
         "turns ok {}  failed {}  in {:.2} s: {:.0} turns/s, {:.0} model calls/s",
