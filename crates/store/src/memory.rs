@@ -37,7 +37,8 @@ struct SessionData {
     archived_below: usize,
     /// Entry id → position in `log`.
     ids: HashMap<pith_core::EntryId, usize>,
-    dedupe: HashSet<String>,
+    /// Digests of the dedupe keys seen ([`key_digest`]): 16 bytes each whatever the key's length.
+    dedupe: HashSet<[u8; 16]>,
     breaker: BreakerState,
     usage: Vec<UsageRecord>,
     /// Position of the latest compaction record in `log`.
@@ -68,12 +69,7 @@ impl MemoryStore {
     pub fn archived_entries(&self, id: SessionId) -> Option<u64> {
         let map = self.lock();
         let data = map.get(&id).filter(|d| d.record.is_some())?;
-        Some(
-            data.log
-                .iter()
-                .filter(|s| matches!(s, Slot::Archived { .. }))
-                .count() as u64,
-        )
+        Some(data.log.iter().filter(|s| s.is_archived()).count() as u64)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, SessionData>> {
@@ -128,7 +124,7 @@ impl SessionStore for MemoryStore {
         let log = request
             .instructions
             .into_iter()
-            .map(|m| Slot::Live(Entry::Message(m)))
+            .map(|m| Slot::live(Entry::Message(m)))
             .collect();
         map.insert(
             request.id,
@@ -173,7 +169,8 @@ impl SessionStore for MemoryStore {
         let mut map = self.lock();
         let data = session_mut(&mut map, id)?;
         let len = data.log.len() as u64;
-        if let Some(key) = &request.dedupe_key {
+        let digest = request.dedupe_key.as_deref().map(key_digest);
+        if let Some(key) = &digest {
             if data.dedupe.contains(key) {
                 return Ok(AppendOutcome {
                     len,
@@ -195,9 +192,9 @@ impl SessionStore for MemoryStore {
         }
         for e in request.entries {
             data.ids.insert(e.id(), data.log.len());
-            data.log.push(Slot::Live(e));
+            data.log.push(Slot::live(e));
         }
-        if let Some(key) = request.dedupe_key {
+        if let Some(key) = digest {
             data.dedupe.insert(key);
         }
         if let Some(r) = data.record.as_mut() {
@@ -291,7 +288,7 @@ impl SessionStore for MemoryStore {
         data.ids.insert(request.meta.id, position);
         data.latest_compaction = Some(position);
         data.log
-            .push(Slot::Live(Entry::Compaction(Box::new(request.meta))));
+            .push(Slot::live(Entry::Compaction(Box::new(request.meta))));
         if let Some(r) = data.record.as_mut() {
             r.generation = generation;
             r.updated_at = Utc::now();
@@ -383,11 +380,22 @@ fn archive_before_tail(data: &mut SessionData, meta: &CompactionMeta, position: 
     for slot in data.log.get_mut(from..tail_from).unwrap_or_default() {
         let kept = match slot {
             Slot::Live(e) => retained.contains(&e.id()),
-            Slot::Archived { .. } => true,
+            Slot::ArchivedMessage(_) | Slot::ArchivedOther(_) => true,
         };
         if !kept {
             slot.archive();
         }
     }
     data.archived_below = data.archived_below.max(tail_from);
+}
+
+/// The first 128 bits of the key's SHA-256: two different keys collide with a probability of
+/// about 2^-128 per pair, far below any hardware error rate, so the set can hold digests instead
+/// of the keys (a runtime's keys are 40-60 bytes each, three per turn).
+fn key_digest(key: &str) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let full = Sha256::digest(key.as_bytes());
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    out
 }
