@@ -146,6 +146,92 @@ pub fn paths_of_call(name: &str, arguments: &Value) -> Vec<(Access, String)> {
     out
 }
 
+/// Whether `name` is one of `list`, ignoring ASCII case (the lists are lower case).
+fn named(name: &str, list: &[&str]) -> bool {
+    list.iter().any(|t| name.eq_ignore_ascii_case(t))
+}
+
+/// [`paths_of_call`] into `out` (cleared first), borrowing the paths from `arguments` wherever
+/// they are slices of it: the ledger touches every call's paths, and most are.
+pub(crate) fn call_paths<'v>(name: &str, arguments: &'v Value, out: &mut Vec<(Access, Cow<'v, str>)>) {
+    out.clear();
+    if arguments.is_string() {
+        // Arguments sent as JSON text are parsed into a value of their own: copied paths.
+        out.extend(
+            paths_of_call(name, arguments)
+                .into_iter()
+                .map(|(a, p)| (a, Cow::Owned(p))),
+        );
+        return;
+    }
+    let mut add = |access: Access, path: Cow<'v, str>| {
+        if !path.is_empty() && !out.iter().any(|(a, p)| *a == access && *p == path) {
+            out.push((access, path));
+        }
+    };
+    let args = arguments;
+    let sub = args.get("command").and_then(Value::as_str).unwrap_or_default();
+    let editor = name.eq_ignore_ascii_case("str_replace_editor")
+        || name.eq_ignore_ascii_case("str_replace_based_edit_tool");
+    let access = if named(name, READ_TOOLS) || (editor && sub == "view") {
+        Some(Access::Read)
+    } else if editor && sub == "create" || named(name, CREATE_TOOLS) {
+        Some(Access::Create)
+    } else if editor || named(name, MODIFY_TOOLS) {
+        Some(Access::Modify)
+    } else {
+        None
+    };
+    if let Some(access) = access {
+        if let Some(path) = PATH_KEYS
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_str))
+        {
+            add(access, Cow::Borrowed(path));
+        }
+    }
+    if named(name, SHELL_TOOLS) {
+        match borrowed_command(args) {
+            Some(Cow::Borrowed(script)) => {
+                for (a, p) in shell_paths_of(script) {
+                    add(a, Cow::Borrowed(p));
+                }
+            }
+            Some(Cow::Owned(script)) => {
+                for (a, p) in shell_paths_of(&script) {
+                    add(a, Cow::Owned(p.to_string()));
+                }
+            }
+            None => {}
+        }
+    }
+    if name.eq_ignore_ascii_case("apply_patch") {
+        if let Some(body) = args.get("input").and_then(Value::as_str) {
+            for (a, p) in patch_paths_of(body) {
+                add(a, Cow::Borrowed(p));
+            }
+        }
+    }
+}
+
+/// [`command_of`] of arguments that are not JSON text, borrowed when the script is one string.
+fn borrowed_command(args: &Value) -> Option<Cow<'_, str>> {
+    let command = args.get("command").or_else(|| args.get("cmd"))?;
+    match command {
+        Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+        Value::Array(items) => {
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [shell, flag, script] if is_shell(shell) && flag.starts_with('-') => {
+                    Some(Cow::Borrowed(script))
+                }
+                _ => Some(Cow::Owned(words.join(" "))),
+            }
+        }
+        _ => None,
+    }
+}
+
 fn unquote(token: &str) -> &str {
     token.trim_matches(|c| c == '"' || c == '\'')
 }
@@ -162,14 +248,22 @@ fn is_path_like(token: &str) -> bool {
 /// Paths in a shell script: read programs' file operands, `sed -i` targets, redirections and
 /// patch headers.
 fn shell_paths(script: &str) -> Vec<(Access, String)> {
-    let mut out = patch_paths(script);
+    shell_paths_of(script)
+        .into_iter()
+        .map(|(a, p)| (a, p.to_string()))
+        .collect()
+}
+
+/// [`shell_paths`], borrowed from the script.
+fn shell_paths_of(script: &str) -> Vec<(Access, &str)> {
+    let mut out = patch_paths_of(script);
     let mut words: Vec<&str> = Vec::new();
     for segment in split_ascii(script, |b| matches!(b, b'|' | b';' | b'&' | b'\n')) {
         words.clear();
         words.extend(segment.split_whitespace());
         for pair in words.windows(2) {
             if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
-                out.push((Access::Modify, unquote(pair[1]).to_string()));
+                out.push((Access::Modify, unquote(pair[1])));
             }
         }
         let Some(start) = words.iter().position(|w| !w.contains('=')) else {
@@ -186,7 +280,7 @@ fn shell_paths(script: &str) -> Vec<(Access, String)> {
                 break;
             }
             if is_path_like(w) && !w.starts_with("s/") && !w.contains(',') {
-                out.push((access, unquote(w).to_string()));
+                out.push((access, unquote(w)));
             }
         }
     }
@@ -215,9 +309,17 @@ pub(crate) fn split_ascii(text: &str, is_separator: impl Fn(u8) -> bool) -> impl
 
 /// Files named by `*** Update File:`, `*** Add File:` and `*** Delete File:` patch headers.
 fn patch_paths(text: &str) -> Vec<(Access, String)> {
+    patch_paths_of(text)
+        .into_iter()
+        .map(|(a, p)| (a, p.to_string()))
+        .collect()
+}
+
+/// [`patch_paths`], borrowed from the text.
+fn patch_paths_of(text: &str) -> Vec<(Access, &str)> {
     let mut out = Vec::new();
     // Every header holds "*** ": most scripts hold none and need no line-by-line look.
-    if !text.contains("*** ") {
+    if memchr::memmem::find(text.as_bytes(), b"*** ").is_none() {
         return out;
     }
     for line in text.lines() {
@@ -228,7 +330,7 @@ fn patch_paths(text: &str) -> Vec<(Access, String)> {
             ("*** Delete File: ", Access::Modify),
         ] {
             if let Some(rest) = line.strip_prefix(prefix) {
-                out.push((access, rest.trim().to_string()));
+                out.push((access, rest.trim()));
             }
         }
     }
