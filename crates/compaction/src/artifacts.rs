@@ -259,6 +259,16 @@ fn shell_paths_of(script: &str) -> Vec<(Access, &str)> {
     let mut out = patch_paths_of(script);
     let mut words: Vec<&str> = Vec::new();
     for segment in split_ascii(script, |b| matches!(b, b'|' | b';' | b'&' | b'\n')) {
+        // Only a redirection (which needs a '>') or a reading program makes a segment name a
+        // path: most segments are passed over after their first word.
+        let redirects = memchr::memchr(b'>', segment.as_bytes()).is_some();
+        let reads = segment
+            .split_whitespace()
+            .find(|w| !w.contains('='))
+            .is_some_and(|w| READ_PROGRAMS.contains(&w.rsplit('/').next().unwrap_or(w)));
+        if !redirects && !reads {
+            continue;
+        }
         words.clear();
         words.extend(segment.split_whitespace());
         for pair in words.windows(2) {

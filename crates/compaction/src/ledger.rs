@@ -109,25 +109,53 @@ fn head_chars(text: &str, chars: usize) -> String {
 /// The markers are matched ignoring ASCII case, in place: outputs can be megabytes, and this runs
 /// over every summarised output in each planning pass.
 pub(crate) fn failed(content: &str, is_error: bool) -> bool {
-    const MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
     if is_error {
         return true;
     }
     let bytes = content.as_bytes();
-    // Every marker starts with "ex": find the rarer 'x', then look around it.
-    memchr::memchr2_iter(b'x', b'X', bytes)
-        .filter_map(|x| x.checked_sub(1))
-        .any(|start| {
-            MARKERS.iter().any(|marker| {
-                bytes
-                    .get(start..start + marker.len())
-                    .is_some_and(|window| window.eq_ignore_ascii_case(marker))
-                    && bytes
-                        .get(start + marker.len())
-                        .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
-            })
+    // Every marker starts with "exit" in some case: find those (rare), then look at each.
+    let marked_at = |start: usize| {
+        FAILURE_MARKERS.iter().any(|marker| {
+            bytes
+                .get(start..start + marker.len())
+                .is_some_and(|window| window.eq_ignore_ascii_case(marker))
+                && bytes
+                    .get(start + marker.len())
+                    .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
         })
+    };
+    match EXIT.as_ref() {
+        // "exit" cannot overlap itself, so the non-overlapping matches are all of them.
+        Some(exit) => exit.find_iter(bytes).any(|m| marked_at(m.start())),
+        None => memchr::memchr2_iter(b'x', b'X', bytes)
+            .filter_map(|x| x.checked_sub(1))
+            .any(marked_at),
+    }
 }
+
+/// What a failed command's output says, matched ignoring ASCII case, followed by a non-zero digit.
+const FAILURE_MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
+
+/// "exit" in each of its sixteen ASCII cases, searched as plain patterns: the searcher can then
+/// use its vectorised multi-pattern prefilter (with case folding it could not). Built once per
+/// process from constants.
+static EXIT: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> = std::sync::LazyLock::new(|| {
+    let cases: Vec<[u8; 4]> = (0u8..16)
+        .map(|upper| {
+            let mut word = *b"exit";
+            for (i, b) in word.iter_mut().enumerate() {
+                if upper >> i & 1 == 1 {
+                    b.make_ascii_uppercase();
+                }
+            }
+            word
+        })
+        .collect();
+    aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(cases)
+        .ok()
+});
 
 /// A short description of a call for the error list.
 pub(crate) fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
@@ -167,7 +195,7 @@ pub(crate) const DECISION_MARKERS: &[&str] = &[
 #[cfg(test)]
 fn decisions_in(text: &str) -> Vec<String> {
     let mut found = Vec::new();
-    crate::ledger_decisions::for_each_decision(text, |d| found.push(d.to_string()));
+    crate::ledger_decisions::for_each_decision(text, &mut Vec::new(), |d| found.push(d.to_string()));
     found
 }
 

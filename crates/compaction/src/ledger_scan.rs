@@ -8,8 +8,8 @@
 //! item. The resolved lists are the ledger's: [`Scan::lists`] equals the extracted ledger item for
 //! item, and [`merge_lists`] equals [`Ledger::merge`](crate::ledger::Ledger::merge).
 
+use rustc_hash::FxHashSet as HashSet;
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use pith_core::{Message, Part, Role};
 
@@ -56,6 +56,8 @@ impl<'a> Scan<'a> {
         // Every call seen, in order; a failed result is described by the latest call of its id.
         let mut calls: Vec<(&'a str, &'a str, &'a serde_json::Value)> = Vec::new();
         let mut paths: Vec<(Access, Cow<'a, str>)> = Vec::new();
+        // Scratch space for the lower-cased text of each user message.
+        let mut lower = Vec::new();
         for m in span {
             for part in &m.parts {
                 match part {
@@ -92,9 +94,14 @@ impl<'a> Scan<'a> {
                 }
             }
             if let Some(text) = user_text(m) {
+                let decisions = &mut scan.decisions;
                 match &text {
-                    Cow::Borrowed(t) => for_each_decision(t, |d| scan.decisions.push(Cow::Borrowed(d))),
-                    Cow::Owned(t) => for_each_decision(t, |d| scan.decisions.push(Cow::Owned(d.to_string()))),
+                    Cow::Borrowed(t) => {
+                        for_each_decision(t, &mut lower, |d| decisions.push(Cow::Borrowed(d)))
+                    }
+                    Cow::Owned(t) => {
+                        for_each_decision(t, &mut lower, |d| decisions.push(Cow::Owned(d.to_string())))
+                    }
                 }
                 scan.user_messages.push(text);
             }
@@ -104,7 +111,7 @@ impl<'a> Scan<'a> {
 
     /// The resolved lists: each distinct item at its latest touch, the newest `max` of each.
     pub(crate) fn lists(&self) -> LedgerLists<'_> {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut errors = Vec::new();
         for (command, tail) in self.errors.iter().rev() {
             if errors.len() == MAX_ERRORS {
@@ -128,7 +135,8 @@ impl<'a> Scan<'a> {
 
 /// The distinct items of `touches` ordered by their latest touch, the newest `max`.
 fn latest<'s>(touches: &'s [Cow<'_, str>], max: usize) -> Vec<&'s str> {
-    let mut seen: HashSet<&str> = HashSet::with_capacity(touches.len().min(max));
+    let mut seen: HashSet<&str> =
+        HashSet::with_capacity_and_hasher(touches.len().min(max), Default::default());
     let mut out = Vec::with_capacity(touches.len().min(max));
     for item in touches.iter().rev() {
         if out.len() == max {
@@ -148,7 +156,7 @@ fn merge_list<'s>(older: &'s [String], newer: Vec<&'s str>, max: usize) -> Vec<&
     if newer.is_empty() {
         return older.iter().map(String::as_str).collect();
     }
-    let mut distinct = HashSet::with_capacity(older.len());
+    let mut distinct = HashSet::with_capacity_and_hasher(older.len(), Default::default());
     if older.iter().all(|x| distinct.insert(x.as_str())) {
         // Older items are distinct: every touch moves its item to the end, so the result is the
         // older items not touched, then the touched ones, the newest `max` of them.
