@@ -255,22 +255,32 @@ fn shell_paths(script: &str) -> Vec<(Access, String)> {
 }
 
 /// [`shell_paths`], borrowed from the script.
-fn shell_paths_of(script: &str) -> Vec<(Access, &str)> {
+fn shell_paths_of<'s>(script: &'s str) -> Vec<(Access, &'s str)> {
     let mut out = patch_paths_of(script);
     let mut words: Vec<&str> = Vec::new();
+    // Words as `split_whitespace` finds them; on ASCII text without a vertical tab (the one ASCII
+    // character `char::is_whitespace` accepts and `u8::is_ascii_whitespace` does not) the bytes
+    // can be split without decoding characters.
+    let ascii = script.is_ascii() && memchr::memchr(0x0b, script.as_bytes()).is_none();
+    let split = move |segment: &'s str| {
+        if ascii {
+            Words::Ascii(segment.split_ascii_whitespace())
+        } else {
+            Words::Any(segment.split_whitespace())
+        }
+    };
     for segment in split_ascii(script, |b| matches!(b, b'|' | b';' | b'&' | b'\n')) {
         // Only a redirection (which needs a '>') or a reading program makes a segment name a
         // path: most segments are passed over after their first word.
         let redirects = memchr::memchr(b'>', segment.as_bytes()).is_some();
-        let reads = segment
-            .split_whitespace()
+        let reads = split(segment)
             .find(|w| !w.contains('='))
             .is_some_and(|w| READ_PROGRAMS.contains(&w.rsplit('/').next().unwrap_or(w)));
         if !redirects && !reads {
             continue;
         }
         words.clear();
-        words.extend(segment.split_whitespace());
+        words.extend(split(segment));
         for pair in words.windows(2) {
             if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
                 out.push((Access::Modify, unquote(pair[1])));
@@ -295,6 +305,25 @@ fn shell_paths_of(script: &str) -> Vec<(Access, &str)> {
         }
     }
     out
+}
+
+/// The words of a shell segment, split on ASCII whitespace when that is the same.
+enum Words<'s> {
+    /// Split on ASCII whitespace bytes.
+    Ascii(std::str::SplitAsciiWhitespace<'s>),
+    /// Split on any whitespace character.
+    Any(std::str::SplitWhitespace<'s>),
+}
+
+impl<'s> Iterator for Words<'s> {
+    type Item = &'s str;
+
+    fn next(&mut self) -> Option<&'s str> {
+        match self {
+            Words::Ascii(words) => words.next(),
+            Words::Any(words) => words.next(),
+        }
+    }
 }
 
 /// `text` split at every byte `is_separator` accepts: `str::split` with ASCII separator
@@ -329,7 +358,8 @@ fn patch_paths(text: &str) -> Vec<(Access, String)> {
 fn patch_paths_of(text: &str) -> Vec<(Access, &str)> {
     let mut out = Vec::new();
     // Every header holds "*** ": most scripts hold none and need no line-by-line look.
-    if memchr::memmem::find(text.as_bytes(), b"*** ").is_none() {
+    let bytes = text.as_bytes();
+    if !memchr::memchr_iter(b'*', bytes).any(|i| bytes.get(i..i + 4) == Some(b"*** ")) {
         return out;
     }
     for line in text.lines() {
@@ -362,6 +392,61 @@ mod tests {
             let split: Vec<&str> = text.split(['|', ';', '&', '\n']).collect();
             let ascii: Vec<&str> = split_ascii(&text, |b| matches!(b, b'|' | b';' | b'&' | b'\n')).collect();
             proptest::prop_assert_eq!(ascii, split);
+        }
+    }
+
+    /// The script scan as first written: every segment split into words with `split_whitespace`.
+    fn shell_paths_reference(script: &str) -> Vec<(Access, String)> {
+        let mut out = patch_paths(script);
+        for segment in script.split(['|', ';', '&', '\n']) {
+            let words: Vec<&str> = segment.split_whitespace().collect();
+            for pair in words.windows(2) {
+                if matches!(pair[0], ">" | ">>") && is_path_like(pair[1]) {
+                    out.push((Access::Modify, unquote(pair[1]).to_string()));
+                }
+            }
+            let Some(start) = words.iter().position(|w| !w.contains('=')) else {
+                continue;
+            };
+            let program = words[start].rsplit('/').next().unwrap_or(words[start]);
+            if !READ_PROGRAMS.contains(&program) {
+                continue;
+            }
+            let in_place = program == "sed" && words.iter().any(|w| w.starts_with("-i"));
+            let access = if in_place { Access::Modify } else { Access::Read };
+            for w in &words[start + 1..] {
+                if matches!(*w, ">" | ">>" | "<") {
+                    break;
+                }
+                if is_path_like(w) && !w.starts_with("s/") && !w.contains(',') {
+                    out.push((access, unquote(w).to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scripts_are_scanned_as_first_written(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("cat "), proptest::strategy::Just("sed -i "),
+                    proptest::strategy::Just("sed -n 1,2p "), proptest::strategy::Just("/bin/head "),
+                    proptest::strategy::Just("a.rs"), proptest::strategy::Just("'src/b.py'"),
+                    proptest::strategy::Just(" > "), proptest::strategy::Just(" >> "),
+                    proptest::strategy::Just(" 2>&1 "), proptest::strategy::Just("\u{b}"),
+                    proptest::strategy::Just("\u{a0}"), proptest::strategy::Just("\t"),
+                    proptest::strategy::Just(" | "), proptest::strategy::Just(";"),
+                    proptest::strategy::Just("\n"), proptest::strategy::Just("X=1 "),
+                    proptest::strategy::Just("é.rs "), proptest::strategy::Just("s/a/b/ "),
+                    proptest::strategy::Just("*** Update File: p.rs\n"), proptest::strategy::Just("echo "),
+                ],
+                0..14,
+            ),
+        ) {
+            let script = pieces.concat();
+            proptest::prop_assert_eq!(shell_paths(&script), shell_paths_reference(&script), "{:?}", script);
         }
     }
 

@@ -113,7 +113,6 @@ pub(crate) fn failed(content: &str, is_error: bool) -> bool {
         return true;
     }
     let bytes = content.as_bytes();
-    // Every marker starts with "exit" in some case: find those (rare), then look at each.
     let marked_at = |start: usize| {
         FAILURE_MARKERS.iter().any(|marker| {
             bytes
@@ -124,38 +123,47 @@ pub(crate) fn failed(content: &str, is_error: bool) -> bool {
                     .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
         })
     };
-    match EXIT.as_ref() {
-        // "exit" cannot overlap itself, so the non-overlapping matches are all of them.
-        Some(exit) => exit.find_iter(bytes).any(|m| marked_at(m.start())),
-        None => memchr::memchr2_iter(b'x', b'X', bytes)
-            .filter_map(|x| x.checked_sub(1))
-            .any(marked_at),
-    }
+    // "exit" cannot overlap itself: looking at every occurrence finds every marker.
+    exit_positions(bytes, marked_at)
 }
 
 /// What a failed command's output says, matched ignoring ASCII case, followed by a non-zero digit.
 const FAILURE_MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
 
-/// "exit" in each of its sixteen ASCII cases, searched as plain patterns: the searcher can then
-/// use its vectorised multi-pattern prefilter (with case folding it could not). Built once per
-/// process from constants.
-static EXIT: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> = std::sync::LazyLock::new(|| {
-    let cases: Vec<[u8; 4]> = (0u8..16)
-        .map(|upper| {
-            let mut word = *b"exit";
-            for (i, b) in word.iter_mut().enumerate() {
-                if upper >> i & 1 == 1 {
-                    b.make_ascii_uppercase();
-                }
-            }
-            word
-        })
-        .collect();
-    aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-        .build(cases)
-        .ok()
-});
+/// Whether "exit" occurs in `bytes` (ignoring ASCII case) at a position `at` for which
+/// `marked(at)` holds; positions are tried in order.
+///
+/// Every failure marker starts with "exit", which is rare in tool outputs (unlike its letters):
+/// blocks of thirty-two positions are first tested for any match at all with a branch-free
+/// reduction that compiles to vector compares, and only a block with a match is looked at
+/// position by position. Setting bit 0x20 folds exactly the two cases of a letter.
+fn exit_positions(bytes: &[u8], mut marked: impl FnMut(usize) -> bool) -> bool {
+    const BLOCK: usize = 32;
+    let is = |b: u8, letter: u8| u8::from((b | 0x20) == letter);
+    let starts = bytes.len().saturating_sub(3);
+    let exit_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"exit"))
+    };
+    let mut at = 0;
+    while at + BLOCK <= starts {
+        let window: Option<&[u8; BLOCK + 3]> = bytes.get(at..at + BLOCK + 3).and_then(|w| w.try_into().ok());
+        let Some(window) = window else { break };
+        let mut any = 0u8;
+        for j in 0..BLOCK {
+            any |= is(window[j], b'e')
+                & is(window[j + 1], b'x')
+                & is(window[j + 2], b'i')
+                & is(window[j + 3], b't');
+        }
+        if any != 0 && (at..at + BLOCK).any(|p| exit_at(p) && marked(p)) {
+            return true;
+        }
+        at += BLOCK;
+    }
+    (at..starts).any(|p| exit_at(p) && marked(p))
+}
 
 /// A short description of a call for the error list.
 pub(crate) fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
