@@ -206,62 +206,130 @@ fn push_json(out: &mut String, value: &serde_json::Value) {
 }
 
 /// Appends `s` as a JSON string literal, escaped as serde_json escapes it.
+///
+/// File bodies in edit and write calls hold a byte to escape every few dozen bytes (line ends,
+/// quotes). The text is escaped into a stack buffer eight bytes at a time, at a fixed stride, so
+/// that no word waits for the previous one: each word's bytes to escape are found exactly with
+/// word arithmetic ([`escape_bits`]), the word is stored whole, and for each byte to escape (most
+/// words have none) its escape is written in place and the rest of the word stored again after
+/// it. The buffer is appended to `out` every [`ESCAPE_CHUNK`] bytes, at a character boundary of
+/// `s`, so that it always holds whole characters.
 fn push_json_str(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(s.len() + 2);
     out.push('"');
-    let mut start = 0;
-    let mut i = next_escape(bytes, 0);
-    while i < bytes.len() {
-        out.push_str(&s[start..i]);
-        let b = bytes[i];
-        match b {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x08 => out.push_str("\\b"),
-            0x0c => out.push_str("\\f"),
-            _ => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 0xf)]));
+    let mut buf = [0u8; ESCAPE_CHUNK + 128];
+    let mut n = 0;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if n >= ESCAPE_CHUNK {
+            // A continuation byte (0b10xx_xxxx) is inside a character: copy up to the next start.
+            if b & 0xc0 == 0x80 {
+                buf[n] = b;
+                n += 1;
+                i += 1;
+            } else {
+                flush_escaped(out, &buf[..n]);
+                n = 0;
             }
+            continue;
         }
-        start = i + 1;
-        i = next_escape(bytes, start);
+        let Some(word) = bytes.get(i..i + 8) else {
+            // The last few bytes, one at a time.
+            if needs_escape(b) {
+                n += write_escape(&mut buf[n..], b);
+            } else {
+                buf[n] = b;
+                n += 1;
+            }
+            i += 1;
+            continue;
+        };
+        let mut le = [0u8; 8];
+        le.copy_from_slice(word);
+        let word = u64::from_le_bytes(le);
+        buf[n..n + 8].copy_from_slice(&le);
+        let mut flagged = escape_bits(word);
+        // `at`: where byte `from` of the word sits in the buffer.
+        let (mut at, mut from) = (n, 0usize);
+        while flagged != 0 {
+            let j = (flagged.trailing_zeros() / 8) as usize;
+            flagged &= flagged - 1;
+            let pos = at + (j - from);
+            let written = write_escape(&mut buf[pos..], le[j]);
+            // The rest of the word after the escaped byte.
+            let rest = (word >> (8 * j)) >> 8;
+            buf[pos + written..pos + written + 8].copy_from_slice(&rest.to_le_bytes());
+            at = pos + written;
+            from = j + 1;
+        }
+        n = at + (8 - from);
+        i += 8;
     }
-    out.push_str(&s[start..]);
+    flush_escaped(out, &buf[..n]);
     out.push('"');
 }
 
-/// The position of the next byte to escape at or after `from` (`bytes.len()` when none).
-fn next_escape(bytes: &[u8], from: usize) -> usize {
+/// High bit set in exactly the bytes of the little-endian word `x` that JSON escapes (below
+/// 0x20, `"` and `\\`): each test is an exact zero-byte test, free of carries between bytes.
+#[inline]
+fn escape_bits(x: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    /// High bit set in each byte of `x` below `n` (n ≤ 128); exact up to the first such byte.
-    fn below(x: u64, n: u8) -> u64 {
-        x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH
+    /// High bit set in each zero byte of `y`.
+    fn zero_bytes(y: u64) -> u64 {
+        !(((y & LOW7) + LOW7) | y | LOW7)
     }
-    let mut i = from;
-    // Eight bytes at a time: the lowest flagged byte is the first to escape.
-    while let Some(word) = bytes.get(i..i + 8) {
-        let mut le = [0u8; 8];
-        le.copy_from_slice(word);
-        let x = u64::from_le_bytes(le);
-        let flagged =
-            below(x, 0x20) | below(x ^ (ONES * u64::from(b'"')), 1) | below(x ^ (ONES * u64::from(b'\\')), 1);
-        if flagged != 0 {
-            return i + (flagged.trailing_zeros() / 8) as usize;
+    zero_bytes(x & (ONES * 0xe0))
+        | zero_bytes(x ^ (ONES * u64::from(b'"')))
+        | zero_bytes(x ^ (ONES * u64::from(b'\\')))
+}
+
+/// Bytes escaped into the stack buffer of [`push_json_str`] before it is appended.
+const ESCAPE_CHUNK: usize = 1024;
+
+/// The letter of each byte's short escape (`\n` → `n`, ...); 0 for the rest.
+static SHORT_ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table
+};
+
+/// Appends escaped text that holds whole characters (it always does; a lossy copy otherwise).
+fn flush_escaped(out: &mut String, escaped: &[u8]) {
+    match std::str::from_utf8(escaped) {
+        Ok(text) => out.push_str(text),
+        Err(_) => out.push_str(&String::from_utf8_lossy(escaped)),
+    }
+}
+
+/// Writes the escape of `b` (a byte [`needs_escape`] flags) at the start of `buf`; its length.
+fn write_escape(buf: &mut [u8], b: u8) -> usize {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match SHORT_ESCAPES[usize::from(b)] {
+        0 => {
+            let long = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ];
+            buf[..6].copy_from_slice(&long);
+            6
         }
-        i += 8;
+        short => {
+            buf[..2].copy_from_slice(&[b'\\', short]);
+            2
+        }
     }
-    while i < bytes.len() && !needs_escape(bytes[i]) {
-        i += 1;
-    }
-    i
 }
 
 /// An `io::Write` that keeps only the number of bytes written.
@@ -421,6 +489,16 @@ mod tests {
             proptest::prop_assert_eq!(EstimateCounter.count_json(&value), EstimateCounter.count_text(&text));
             let shared: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
             proptest::prop_assert_eq!(shared.count_json(&value), EstimateCounter.count_text(&text));
+        }
+
+        #[test]
+        fn long_strings_are_escaped_as_serde_escapes_them(
+            pieces in proptest::collection::vec("[a-z\"\\\\\n\t\x00-\x1fé😀€ ]{0,24}", 0..300),
+        ) {
+            let value = serde_json::json!({ "content": pieces.concat(), "n": 1 });
+            let mut pushed = String::new();
+            push_arguments_text(&mut pushed, &value);
+            proptest::prop_assert_eq!(pushed, value.to_string());
         }
 
         #[test]
