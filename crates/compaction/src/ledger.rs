@@ -10,10 +10,10 @@
 //! (modified and created paths, read paths, user messages, errors, decisions), so a view with a
 //! ledger still fits its target.
 
-use pith_core::{CompactionMeta, Message, Part, Role, StoredView, TokenCounter};
+use pith_core::{CompactionMeta, Message, Role, StoredView, TokenCounter};
 use serde::{Deserialize, Serialize};
 
-use crate::artifacts::{paths_of_call, Access};
+use crate::ledger_scan::{merge_lists, Scan};
 
 /// Key of [`CompactionMeta::extra`] holding the ledger.
 pub const EXTRA_LEDGER: &str = "ledger";
@@ -88,7 +88,7 @@ pub fn is_user_authored(m: &Message) -> bool {
 }
 
 /// The last `chars` characters of `text`, on a character boundary.
-fn tail_chars(text: &str, chars: usize) -> &str {
+pub(crate) fn tail_chars(text: &str, chars: usize) -> &str {
     let count = text.chars().count();
     if count <= chars {
         return text;
@@ -108,29 +108,65 @@ fn head_chars(text: &str, chars: usize) -> String {
 ///
 /// The markers are matched ignoring ASCII case, in place: outputs can be megabytes, and this runs
 /// over every summarised output in each planning pass.
-fn failed(content: &str, is_error: bool) -> bool {
-    const MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
+pub(crate) fn failed(content: &str, is_error: bool) -> bool {
     if is_error {
         return true;
     }
     let bytes = content.as_bytes();
-    // Every marker starts with "ex": find the rarer 'x', then look around it.
-    memchr::memchr2_iter(b'x', b'X', bytes)
-        .filter_map(|x| x.checked_sub(1))
-        .any(|start| {
-            MARKERS.iter().any(|marker| {
-                bytes
-                    .get(start..start + marker.len())
-                    .is_some_and(|window| window.eq_ignore_ascii_case(marker))
-                    && bytes
-                        .get(start + marker.len())
-                        .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
-            })
+    let marked_at = |start: usize| {
+        FAILURE_MARKERS.iter().any(|marker| {
+            bytes
+                .get(start..start + marker.len())
+                .is_some_and(|window| window.eq_ignore_ascii_case(marker))
+                && bytes
+                    .get(start + marker.len())
+                    .is_some_and(|d| d.is_ascii_digit() && *d != b'0')
         })
+    };
+    // "exit" cannot overlap itself: looking at every occurrence finds every marker.
+    exit_positions(bytes, marked_at)
+}
+
+/// What a failed command's output says, matched ignoring ASCII case, followed by a non-zero digit.
+const FAILURE_MARKERS: [&[u8]; 3] = [b"exit code: ", b"exited with code ", b"exit status "];
+
+/// Whether "exit" occurs in `bytes` (ignoring ASCII case) at a position `at` for which
+/// `marked(at)` holds; positions are tried in order.
+///
+/// Every failure marker starts with "exit", which is rare in tool outputs (unlike its letters):
+/// blocks of thirty-two positions are first tested for any match at all with a branch-free
+/// reduction that compiles to vector compares, and only a block with a match is looked at
+/// position by position. Setting bit 0x20 folds exactly the two cases of a letter.
+fn exit_positions(bytes: &[u8], mut marked: impl FnMut(usize) -> bool) -> bool {
+    const BLOCK: usize = 32;
+    let is = |b: u8, letter: u8| u8::from((b | 0x20) == letter);
+    let starts = bytes.len().saturating_sub(3);
+    let exit_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"exit"))
+    };
+    let mut at = 0;
+    while at + BLOCK <= starts {
+        let window: Option<&[u8; BLOCK + 3]> = bytes.get(at..at + BLOCK + 3).and_then(|w| w.try_into().ok());
+        let Some(window) = window else { break };
+        let mut any = 0u8;
+        for j in 0..BLOCK {
+            any |= is(window[j], b'e')
+                & is(window[j + 1], b'x')
+                & is(window[j + 2], b'i')
+                & is(window[j + 3], b't');
+        }
+        if any != 0 && (at..at + BLOCK).any(|p| exit_at(p) && marked(p)) {
+            return true;
+        }
+        at += BLOCK;
+    }
+    (at..starts).any(|p| exit_at(p) && marked(p))
 }
 
 /// A short description of a call for the error list.
-fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
+pub(crate) fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
     let text = crate::artifacts::command_of(arguments)
         .or_else(|| crate::artifacts::named_path(arguments))
         .map(|c| format!("{name}: {c}"))
@@ -140,6 +176,7 @@ fn describe_call(name: &str, arguments: &serde_json::Value) -> String {
 
 /// `text` split at `.`, `!`, `?` and line ends (as `str::split` with those characters; the
 /// separators are ASCII, so the bytes can be searched without decoding characters).
+#[cfg(test)]
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
     crate::artifacts::split_ascii(text, |b| matches!(b, b'.' | b'!' | b'\n' | b'?'))
 }
@@ -163,99 +200,40 @@ pub(crate) const DECISION_MARKERS: &[&str] = &[
 ];
 
 /// Sentences of a user message that state a decision.
+#[cfg(test)]
 fn decisions_in(text: &str) -> Vec<String> {
-    // Where the markers occur in the whole text, ignoring ASCII case: a sentence states a
-    // decision when one lies inside it (no marker holds a separator). Most messages hold none,
-    // and then no sentence is looked at.
-    let lower = text.to_ascii_lowercase();
-    let mut found: Vec<(usize, usize)> = DECISION_MARKERS
-        .iter()
-        .flat_map(|m| {
-            memchr::memmem::find_iter(lower.as_bytes(), m.as_bytes()).map(move |i| (i, i + m.len()))
-        })
-        .collect();
-    if found.is_empty() {
-        return Vec::new();
-    }
-    found.sort_unstable();
-    let base = text.as_ptr() as usize;
-    sentences(text)
-        .map(str::trim)
-        .filter(|s| s.len() >= 12 && s.len() <= 300)
-        .filter(|s| {
-            let start = (s.as_ptr() as usize).wrapping_sub(base);
-            let end = start + s.len();
-            let from = found.partition_point(|&(at, _)| at < start);
-            found[from..]
-                .iter()
-                .take_while(|&&(at, _)| at < end)
-                .any(|&(_, until)| until <= end)
-        })
-        .map(str::to_string)
-        .collect()
+    let mut found = Vec::new();
+    crate::ledger_decisions::for_each_decision(text, &mut Vec::new(), |d| found.push(d.to_string()));
+    found
 }
 
 impl Ledger {
     /// Extracts the ledger of a span of messages, in order.
     pub fn extract<'a>(span: impl IntoIterator<Item = &'a Message>) -> Self {
-        let mut ledger = Ledger::default();
-        // Each call by id (the latest of an id wins); described only when its result failed.
-        let mut calls: std::collections::HashMap<&str, (&str, &serde_json::Value)> =
-            std::collections::HashMap::new();
-        for m in span {
-            for part in &m.parts {
-                match part {
-                    Part::ToolCall {
-                        call_id,
-                        name,
-                        arguments,
-                    } => {
-                        for (access, path) in paths_of_call(name, arguments) {
-                            let list = match access {
-                                Access::Read => &mut ledger.read,
-                                Access::Modify => &mut ledger.modified,
-                                Access::Create => &mut ledger.created,
-                            };
-                            touch(list, path, MAX_PATHS);
-                        }
-                        calls.insert(call_id.as_str(), (name.as_str(), arguments));
-                    }
-                    Part::ToolResult {
-                        call_id,
-                        content,
-                        is_error,
-                    } if failed(content, *is_error) => {
-                        let command = calls
-                            .get(call_id.as_str())
-                            .map(|(name, arguments)| describe_call(name, arguments))
-                            .unwrap_or_else(|| call_id.clone());
-                        let tail = tail_chars(content.trim_end(), ERROR_TAIL_CHARS)
-                            .trim()
-                            .to_string();
-                        ledger.errors.retain(|e| e.command != command);
-                        ledger.errors.push(CommandError { command, tail });
-                    }
-                    _ => {}
-                }
-            }
-            if is_user_authored(m) {
-                let text = m.text_content().trim().to_string();
-                for d in decisions_in(&text) {
-                    touch(&mut ledger.decisions, d, MAX_DECISIONS);
-                }
-                touch(&mut ledger.user_messages, text, MAX_USER_MESSAGES);
-            }
+        let scan = Scan::of(span);
+        let lists = scan.lists();
+        let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        Ledger {
+            read: owned(&lists.read),
+            modified: owned(&lists.modified),
+            created: owned(&lists.created),
+            user_messages: owned(&lists.user_messages),
+            errors: lists
+                .errors
+                .iter()
+                .map(|(command, tail)| CommandError {
+                    command: command.to_string(),
+                    tail: tail.to_string(),
+                })
+                .collect(),
+            decisions: owned(&lists.decisions),
         }
-        if ledger.errors.len() > MAX_ERRORS {
-            ledger.errors.drain(..ledger.errors.len() - MAX_ERRORS);
-        }
-        ledger
     }
 
     /// The ledger a compaction record carries, if any.
     pub fn from_meta(meta: &CompactionMeta) -> Option<Self> {
         let value = meta.extra.as_ref()?.get(EXTRA_LEDGER)?;
-        serde_json::from_value(value.clone()).ok()
+        Ledger::deserialize(value).ok()
     }
 
     /// Folds a newer ledger in: its entries become the most recent ones; bounds are kept.
@@ -407,14 +385,25 @@ pub fn carried(view: &StoredView, before: &[&Message]) -> Ledger {
 
 /// Tokens to reserve for the ledger of a compaction that summarises at most `before`: its full
 /// rendering, an upper bound for any later cut.
+///
+/// The same number as `carried(view, before).render_with_cost("", u64::MAX / 2, ..).1`, measured
+/// over the items borrowed from the messages, without copying them or writing the rendering.
 pub fn reserve(view: &StoredView, before: &[&Message], threshold: u64, counter: &dyn TokenCounter) -> u64 {
-    let ledger = carried(view, before);
-    if ledger.is_empty() {
+    let previous = view.compaction.as_ref().and_then(Ledger::from_meta);
+    let scan = Scan::of(
+        before
+            .iter()
+            .copied()
+            .filter(|m| !m.role.is_instruction() && !m.is_reminder()),
+    );
+    let lists = match &previous {
+        Some(previous) => merge_lists(previous, scan.lists()),
+        None => scan.lists(),
+    };
+    if lists.is_empty() {
         return 0;
     }
-    ledger
-        .render_with_cost("", u64::MAX / 2, user_budget(threshold), counter)
-        .1
+    lists.rendered_cost("", u64::MAX / 2, user_budget(threshold), counter)
 }
 
 /// Stores `ledger` in the record's extra data (nothing when there is none).
@@ -453,7 +442,7 @@ mod search_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pith_core::EstimateCounter;
+    use pith_core::{EstimateCounter, Part};
     use serde_json::json;
 
     fn call(id: &str, name: &str, args: serde_json::Value) -> Message {

@@ -86,8 +86,17 @@ fn clip_points(text: &str) -> Option<Clip> {
     if text.len() <= 2 * CLIP_KEEP_CHARS {
         return None;
     }
-    let (head_end, _) = text.char_indices().nth(CLIP_KEEP_CHARS)?;
-    let (tail_start, _) = text.char_indices().rev().nth(CLIP_KEEP_CHARS - 1)?;
+    // Where the head ends and the tail starts; found from the byte offsets when those bytes are
+    // ASCII (one byte per character, the usual case), else by walking the characters.
+    let bytes = text.as_bytes();
+    let head_end = match bytes.get(..=CLIP_KEEP_CHARS) {
+        Some(head) if head.is_ascii() => CLIP_KEEP_CHARS,
+        _ => text.char_indices().nth(CLIP_KEEP_CHARS)?.0,
+    };
+    let tail_start = match bytes.get(bytes.len() - CLIP_KEEP_CHARS..) {
+        Some(tail) if tail.is_ascii() => bytes.len() - CLIP_KEEP_CHARS,
+        _ => text.char_indices().rev().nth(CLIP_KEEP_CHARS - 1)?.0,
+    };
     if tail_start <= head_end {
         return None;
     }

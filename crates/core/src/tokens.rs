@@ -10,6 +10,10 @@ use std::sync::Arc;
 use crate::message::{Message, Part};
 use crate::session::ToolDeclaration;
 
+mod json_text;
+
+use json_text::{json_len, push_json};
+
 /// Estimated tokens of one picture.
 pub const IMAGE_TOKENS: u64 = 1_200;
 /// Estimated tokens of one document page.
@@ -111,173 +115,6 @@ pub fn push_arguments_text(out: &mut String, arguments: &serde_json::Value) {
     match arguments {
         serde_json::Value::String(s) => out.push_str(s),
         other => push_json(out, other),
-    }
-}
-
-/// Whether serde_json escapes this byte inside a string.
-#[inline]
-fn needs_escape(b: u8) -> bool {
-    // Bitwise, not short-circuit: the callers' loops vectorise.
-    (b < 0x20) | (b == b'"') | (b == b'\\')
-}
-
-/// Whether serde_json escapes this byte as `\u00XX` (six bytes) rather than a short escape.
-#[inline]
-fn long_escape(b: u8) -> bool {
-    (b < 0x20) & (b != 0x08) & (b != 0x09) & (b != 0x0a) & (b != 0x0c) & (b != 0x0d)
-}
-
-/// Bytes of `value` in serde_json's compact form.
-fn json_len(value: &serde_json::Value) -> usize {
-    use serde_json::Value;
-    match value {
-        Value::Null | Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(n) => {
-            let mut sink = ByteCount(0);
-            // Writing to a counter cannot fail; a failure would leave a count of the bytes so far.
-            let _ = serde_json::to_writer(&mut sink, n);
-            sink.0
-        }
-        Value::String(s) => json_str_len(s),
-        Value::Array(items) => 2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>(),
-        Value::Object(map) => {
-            2 + map.len().saturating_sub(1)
-                + map
-                    .iter()
-                    .map(|(k, v)| json_str_len(k) + 1 + json_len(v))
-                    .sum::<usize>()
-        }
-    }
-}
-
-/// Bytes of `s` as a JSON string literal: quotes, and two bytes for each short escape
-/// (`\"`, `\\`, `\n`, ...) or six for a `\u00XX` one.
-fn json_str_len(s: &str) -> usize {
-    // Counted in blocks of 255 bytes with byte-wide counters, branch-free, so that the loop
-    // vectorises: this runs over whole file bodies.
-    let mut extra = 0usize;
-    for block in s.as_bytes().chunks(255) {
-        let (mut short, mut long) = (0u8, 0u8);
-        for &b in block {
-            short += u8::from(needs_escape(b));
-            long += u8::from(long_escape(b));
-        }
-        extra += usize::from(short) + 4 * usize::from(long);
-    }
-    s.len() + 2 + extra
-}
-
-/// Appends `value` in serde_json's compact form.
-fn push_json(out: &mut String, value: &serde_json::Value) {
-    use serde_json::Value;
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => match serde_json::to_string(n) {
-            Ok(text) => out.push_str(&text),
-            Err(_) => out.push_str(&n.to_string()),
-        },
-        Value::String(s) => push_json_str(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_json_str(out, k);
-                out.push(':');
-                push_json(out, v);
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// Appends `s` as a JSON string literal, escaped as serde_json escapes it.
-fn push_json_str(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
-    out.reserve(s.len() + 2);
-    out.push('"');
-    let mut start = 0;
-    let mut i = next_escape(bytes, 0);
-    while i < bytes.len() {
-        out.push_str(&s[start..i]);
-        let b = bytes[i];
-        match b {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x08 => out.push_str("\\b"),
-            0x0c => out.push_str("\\f"),
-            _ => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 0xf)]));
-            }
-        }
-        start = i + 1;
-        i = next_escape(bytes, start);
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
-}
-
-/// The position of the next byte to escape at or after `from` (`bytes.len()` when none).
-fn next_escape(bytes: &[u8], from: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    /// High bit set in each byte of `x` below `n` (n ≤ 128); exact up to the first such byte.
-    fn below(x: u64, n: u8) -> u64 {
-        x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH
-    }
-    let mut i = from;
-    // Eight bytes at a time: the lowest flagged byte is the first to escape.
-    while let Some(word) = bytes.get(i..i + 8) {
-        let mut le = [0u8; 8];
-        le.copy_from_slice(word);
-        let x = u64::from_le_bytes(le);
-        let flagged =
-            below(x, 0x20) | below(x ^ (ONES * u64::from(b'"')), 1) | below(x ^ (ONES * u64::from(b'\\')), 1);
-        if flagged != 0 {
-            return i + (flagged.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < bytes.len() && !needs_escape(bytes[i]) {
-        i += 1;
-    }
-    i
-}
-
-/// An `io::Write` that keeps only the number of bytes written.
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.0 += buf.len();
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -421,6 +258,16 @@ mod tests {
             proptest::prop_assert_eq!(EstimateCounter.count_json(&value), EstimateCounter.count_text(&text));
             let shared: Arc<dyn TokenCounter> = Arc::new(EstimateCounter);
             proptest::prop_assert_eq!(shared.count_json(&value), EstimateCounter.count_text(&text));
+        }
+
+        #[test]
+        fn long_strings_are_escaped_as_serde_escapes_them(
+            pieces in proptest::collection::vec("[a-z\"\\\\\n\t\x00-\x1fé😀€ ]{0,24}", 0..300),
+        ) {
+            let value = serde_json::json!({ "content": pieces.concat(), "n": 1 });
+            let mut pushed = String::new();
+            push_arguments_text(&mut pushed, &value);
+            proptest::prop_assert_eq!(pushed, value.to_string());
         }
 
         #[test]
