@@ -6,7 +6,7 @@
 //! a result that answers it, so every kept tool result keeps its call. When the last turn alone is
 //! over budget the turn is split: its prefix is summarised and its suffix kept.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use pith_core::{Message, Role, TokenCounter};
 
@@ -28,17 +28,39 @@ pub fn starts_turn(m: &Message) -> bool {
     m.role == Role::User && !m.is_reminder() && m.tool_results().next().is_none()
 }
 
+/// The unanswered calls of one id, newest first: the newest inline, older ones (an id the
+/// provider repeated before answering) in a vector that stays unallocated in the usual case.
+#[derive(Default)]
+struct Open {
+    newest: Option<usize>,
+    older: Vec<usize>,
+}
+
+impl Open {
+    fn push(&mut self, position: usize) {
+        if let Some(previous) = self.newest.replace(position) {
+            self.older.push(previous);
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        let newest = self.newest.take();
+        self.newest = self.older.pop();
+        newest
+    }
+}
+
 /// For each position `i`, whether the view may be cut just before message `i` (position 0 is
 /// always allowed: nothing summarised). A cut is allowed before a user or assistant message
 /// when no message at or after it holds a result for a call before it.
 pub fn valid_cuts(messages: &[&Message]) -> Vec<bool> {
     let n = messages.len();
     // Pair each result with the nearest preceding unanswered call of the same id.
-    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut open: FxHashMap<&str, Open> = FxHashMap::default();
     let mut call_of = vec![usize::MAX; n];
     for (j, m) in messages.iter().enumerate() {
         for (id, _) in m.tool_results().map(|(id, c, _)| (id, c)) {
-            if let Some(i) = open.get_mut(id).and_then(Vec::pop) {
+            if let Some(i) = open.get_mut(id).and_then(Open::pop) {
                 call_of[j] = call_of[j].min(i);
             }
         }
@@ -182,6 +204,22 @@ mod tests {
         ];
         let refs: Vec<&Message> = msgs.iter().collect();
         assert_eq!(valid_cuts(&refs), vec![true, true, false, false, false, true]);
+    }
+
+    #[test]
+    fn a_repeated_call_id_pairs_its_result_with_the_nearest_unanswered_call() {
+        let msgs = [
+            Message::user("go"),
+            call("a"),
+            Message::user("meanwhile"),
+            call("a"),
+            Message::tool_result("a", "1", false),
+            Message::user("next"),
+        ];
+        let refs: Vec<&Message> = msgs.iter().collect();
+        // The result answers the second call, so the first stays unanswered and a cut may fall
+        // anywhere up to the second call.
+        assert_eq!(valid_cuts(&refs), vec![true, true, true, true, false, true]);
     }
 
     #[test]
