@@ -45,11 +45,10 @@ impl Provider for Slow {
     }
 }
 
-/// Runs one turn in each of `sessions` sessions at once; returns the outcomes and the most
-/// model calls that were in flight together.
-async fn run(sessions: usize, config: RuntimeConfig) -> (Vec<TurnOutcome>, usize) {
+/// A runtime over the memory store whose one model answers after `delay`.
+fn runtime(delay: Duration, config: RuntimeConfig) -> (Runtime, Arc<Slow>) {
     let provider = Arc::new(Slow {
-        delay: Duration::from_millis(40),
+        delay,
         in_flight: AtomicUsize::new(0),
         most: AtomicUsize::new(0),
     });
@@ -69,6 +68,13 @@ async fn run(sessions: usize, config: RuntimeConfig) -> (Vec<TurnOutcome>, usize
         .config(config)
         .build()
         .unwrap();
+    (rt, provider)
+}
+
+/// Runs one turn in each of `sessions` sessions at once; returns the outcomes and the most
+/// model calls that were in flight together.
+async fn run(sessions: usize, config: RuntimeConfig) -> (Vec<TurnOutcome>, usize) {
+    let (rt, provider) = runtime(Duration::from_millis(40), config);
     let mut tasks = Vec::new();
     for s in 0..sessions {
         let id = rt.create_session(MODEL, "Be brief.").await.unwrap();
@@ -110,26 +116,10 @@ async fn without_slots_every_session_calls_at_once_and_nothing_waits() {
 
 #[tokio::test]
 async fn a_turn_cancelled_while_waiting_for_a_slot_ends_cancelled() {
-    let provider = Arc::new(Slow {
-        delay: Duration::from_millis(300),
-        in_flight: AtomicUsize::new(0),
-        most: AtomicUsize::new(0),
-    });
-    let router = ModelRouter::new()
-        .with_provider("slow", provider.clone())
-        .with_model(
-            MODEL,
-            ModelInfo {
-                context_window: 100_000,
-                max_output: 512,
-            },
-        );
-    let rt = Runtime::builder()
-        .router(router)
-        .store(Arc::new(MemoryStore::new()))
-        .config(RuntimeConfig::default().with_max_concurrent_model_calls(1))
-        .build()
-        .unwrap();
+    let (rt, provider) = runtime(
+        Duration::from_millis(300),
+        RuntimeConfig::default().with_max_concurrent_model_calls(1),
+    );
     let a = rt.create_session(MODEL, "Be brief.").await.unwrap();
     let b = rt.create_session(MODEL, "Be brief.").await.unwrap();
     let first = {
