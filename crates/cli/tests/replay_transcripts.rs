@@ -62,6 +62,20 @@ fn every_transcript_replays_under_every_policy_and_window() {
                         .unwrap()
                         .push(format!("{name} {window} {policy}: request of {max} tokens"));
                 }
+                // The per-call figures add up to the totals, one per model call.
+                let calls = r["per_call"].as_array().unwrap();
+                let sum = |key: &str| calls.iter().map(|c| c[key].as_u64().unwrap()).sum::<u64>();
+                let biggest = calls.iter().map(|c| c["request_tokens"].as_u64().unwrap()).max();
+                if calls.len() as u64 != r["model_calls"].as_u64().unwrap()
+                    || sum("request_tokens") != r["input_tokens_total"].as_u64().unwrap()
+                    || sum("no_compaction_tokens") != r["input_tokens_no_compaction"].as_u64().unwrap()
+                    || biggest.unwrap_or(0) != max
+                {
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("{name} {window} {policy}: per-call figures disagree {r}"));
+                }
                 for c in r["compactions"].as_array().unwrap() {
                     if c["tokens_after"].as_u64().unwrap() > r["threshold"].as_u64().unwrap() {
                         failures

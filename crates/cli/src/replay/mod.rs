@@ -26,7 +26,7 @@ use pith_store::{AppendRequest, CreateSession, SessionStore};
 use tokio::sync::broadcast::error::RecvError;
 
 pub use policy::Policy;
-pub use report::{CompactionRow, ReplayReport};
+pub use report::{CallTokens, CompactionRow, ReplayReport};
 
 /// The model name replays run under.
 pub const REPLAY_MODEL: &str = "replay/recorded";
@@ -331,6 +331,7 @@ pub async fn replay(
         input_tokens_total: stats.input_tokens_total,
         summary_tokens_total: summary_tokens,
         input_tokens_no_compaction: stats.input_tokens_no_compaction,
+        per_call: stats.per_call,
         tool_pairs_split: stats.tool_pairs_split,
         turns: total,
         summary_calls,

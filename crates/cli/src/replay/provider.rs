@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use pith_core::{EntryId, EstimateCounter, FinishReason, Message, Part, Role, TokenCounter, Usage};
 use pith_router::{ChatRequest, ChatResponse, Provider, ProviderError, StreamSink};
 
+use super::report::CallTokens;
 use super::script::ScriptedReply;
 
 /// What the provider saw, for the report.
@@ -30,6 +31,8 @@ pub struct ProviderStats {
     pub tool_pairs_split: u64,
     /// Requests rejected as overflow by injection.
     pub injected_overflows: u64,
+    /// Every request's size with and without compaction, in order.
+    pub per_call: Vec<CallTokens>,
 }
 
 /// Answers model calls from a queue of recorded replies.
@@ -121,6 +124,10 @@ impl Provider for ReplayProvider {
             s.max_request_tokens = s.max_request_tokens.max(size);
             s.input_tokens_total += size;
             s.input_tokens_no_compaction += next_history;
+            s.per_call.push(CallTokens {
+                request_tokens: size,
+                no_compaction_tokens: next_history,
+            });
             if !pairs_intact(&request.messages) {
                 s.tool_pairs_split += 1;
             }

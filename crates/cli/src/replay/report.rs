@@ -51,6 +51,10 @@ pub struct ReplayReport {
     pub summary_tokens_total: u64,
     /// The same sum as `input_tokens_total` with the full history sent every time.
     pub input_tokens_no_compaction: u64,
+    /// Each model call's request size and the size it would have had with no compaction, in
+    /// order: where a replay's tokens go (their sums are the two totals above).
+    #[serde(default)]
+    pub per_call: Vec<CallTokens>,
     /// Requests in which a tool call and its result were separated (must be 0).
     pub tool_pairs_split: u64,
     /// Turns replayed.
@@ -72,6 +76,15 @@ pub struct ReplayReport {
     pub simulated_overflows: u64,
     /// The session the replay wrote to the store.
     pub session_id: String,
+}
+
+/// One model call of a replay, in estimated tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallTokens {
+    /// The request as sent (the compacted view).
+    pub request_tokens: u64,
+    /// The request the full, uncompacted history would have made.
+    pub no_compaction_tokens: u64,
 }
 
 impl ReplayReport {
