@@ -88,7 +88,7 @@ impl Endpoint for Anthropic {
 
     async fn send(&self, call: ProviderCall) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&call.request, self.default_max_tokens);
-        let response = self.http.post("/messages", &body, &call).await?;
+        let response = self.http.post("/messages", body, &call).await?;
         if !call.request.stream {
             return parse_response(&json_body(response).await?);
         }

@@ -70,20 +70,27 @@ impl HttpClient {
     }
 
     /// POSTs `body` to `path`; a non-success status becomes a classified error.
+    ///
+    /// The body is serialised before the request is sent and its value dropped: a request's JSON
+    /// tree takes several times the memory of its text, and the call can wait on the provider for
+    /// seconds, so with many calls in flight only the text is held.
     pub(crate) async fn post(
         &self,
         path: &str,
-        body: &Value,
+        body: Value,
         call: &ProviderCall,
     ) -> Result<reqwest::Response, ProviderError> {
         if self.log_content {
             tracing::trace!(body = %body, "model request body");
         }
+        // A JSON value always serialises; were it not to, the request never left.
+        let bytes = serde_json::to_vec(&body).map_err(|e| ProviderError::Transport(Box::new(e)))?;
+        drop(body);
         let response = self
             .client
             .post(format!("{}{}", self.base_url, path))
             .headers(self.headers.clone())
-            .json(body)
+            .body(bytes)
             .send()
             .await
             .map_err(transport)?;

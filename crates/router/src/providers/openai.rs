@@ -92,7 +92,7 @@ impl Endpoint for OpenAiCompatible {
 
     async fn send(&self, call: ProviderCall) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&call.request, self.options);
-        let response = self.http.post("/chat/completions", &body, &call).await?;
+        let response = self.http.post("/chat/completions", body, &call).await?;
         if !call.request.stream {
             return parse_response(&json_body(response).await?);
         }
