@@ -4,7 +4,8 @@
 //! over a real transcript ([`planning`]), the per-turn budget check as the history grows
 //! ([`history`] builds the histories), and the deterministic summarizer. The `load` binary
 //! drives many concurrent sessions through the full runtime against [`stub`], a loopback
-//! OpenAI-compatible server of our own ([`load`] holds the harness). `plot-budget` draws the
+//! OpenAI-compatible server of our own, run in a process of its own by default
+//! ([`stub_process`]; [`load`] holds the harness). `plot-budget` draws the
 //! budget-check figure from criterion's results ([`plot`]).
 
 #![warn(missing_docs)]
@@ -16,5 +17,6 @@ pub mod plot;
 pub mod rss;
 pub mod speculative;
 pub mod stub;
+pub mod stub_process;
 pub mod timed;
 pub mod transcripts;

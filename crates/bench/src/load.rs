@@ -8,6 +8,7 @@
 //! with exactly one result, one final answer per turn, no entry twice.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use pith_store::{SessionStore, StoreError};
 use serde::Serialize;
 
 use crate::stub::{StubConfig, StubServer, TOOL_NAME};
+use crate::stub_process::{StubProcess, StubProcessError, StubReport};
 use crate::timed::{TimedProvider, TimedStore, TurnClock, TURN_CLOCK, UNATTRIBUTED_CALLS};
 
 /// The model the sessions use: the stub behind the provider named `stub`.
@@ -39,6 +41,10 @@ pub struct LoadConfig {
     /// the runtime's model-call slots (`RuntimeConfig::max_concurrent_model_calls`) are set to
     /// the same number, so a turn waiting for a call holds no view.
     pub provider_concurrency: usize,
+    /// The executable to run the stub in a process of its own (started with
+    /// [`SERVE_STUB_FLAG`](crate::stub_process::SERVE_STUB_FLAG)), so that the peak RSS and the
+    /// CPU per turn are the runtime's alone; `None` serves it inside the harness's process.
+    pub stub_process: Option<PathBuf>,
 }
 
 impl Default for LoadConfig {
@@ -48,6 +54,7 @@ impl Default for LoadConfig {
             turns: 3,
             stub: StubConfig::default(),
             provider_concurrency: 256,
+            stub_process: None,
         }
     }
 }
@@ -63,6 +70,12 @@ impl LoadConfig {
         self.turns = n;
         self
     }
+    /// Runs the stub as `exe` in a process of its own (see [`LoadConfig::stub_process`]).
+    pub fn with_stub_process(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.stub_process = Some(exe.into());
+        self
+    }
+
     /// Sets the stub's behaviour.
     pub fn with_stub(mut self, stub: StubConfig) -> Self {
         self.stub = stub;
@@ -81,6 +94,9 @@ pub enum LoadError {
     /// The stub server could not bind a loopback port.
     #[error("cannot start the stub server")]
     Stub(#[source] std::io::Error),
+    /// The stub's own process failed.
+    #[error("the stub process failed")]
+    StubProcess(#[from] StubProcessError),
     /// The provider or router configuration was rejected.
     #[error("cannot configure the provider")]
     Provider(#[source] ProviderError),
@@ -193,13 +209,19 @@ pub struct LoadReport {
     pub unattributed_calls: u64,
     /// Requests the stub answered, by kind: tool calls, final answers, summaries.
     pub stub_replies: [u64; 3],
-    /// CPU time (user + system) of the whole process during the turns, in seconds: runtime,
-    /// HTTP client and the stub server together.
+    /// Whether the stub ran in a process of its own (then `cpu_s` and `peak_rss_mib` are the
+    /// runtime's and its HTTP client's alone).
+    pub stub_separate: bool,
+    /// The stub process's CPU time and peak RSS, when it ran in a process of its own.
+    pub stub_usage: Option<StubReport>,
+    /// CPU time (user + system) of the harness's process during the turns, in seconds: runtime
+    /// and HTTP client (and the stub server, when it runs inside).
     pub cpu_s: f64,
     /// `cpu_s` per finished turn, in microseconds: the CPU a turn costs, whatever the machine's
     /// load (wall-time overheads also hold the time spent waiting for a CPU).
     pub cpu_per_turn_us: f64,
-    /// Peak resident set size of the process (VmHWM), in MiB.
+    /// Peak resident set size of the harness's process (VmHWM), in MiB: the runtime, its store
+    /// and its HTTP client (and the stub, when it runs inside).
     pub peak_rss_mib: f64,
     /// The final log check.
     pub check: LogCheck,
@@ -323,7 +345,10 @@ async fn run_session(
 /// [`LoadError`] when the harness itself cannot run; lost entries and failed turns are reported
 /// in the [`LoadReport`] (see [`LoadReport::is_clean`]).
 pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<LoadReport, LoadError> {
-    let stub = StubServer::start(config.stub).await.map_err(LoadError::Stub)?;
+    let stub = match &config.stub_process {
+        Some(exe) => Stub::Process(Box::new(StubProcess::spawn(exe, config.stub).await?)),
+        None => Stub::Inside(StubServer::start(config.stub).await.map_err(LoadError::Stub)?),
+    };
     let timed = Arc::new(TimedStore::new(store));
     let rt = runtime(
         router(&stub.base_url(), config.provider_concurrency)?,
@@ -379,12 +404,12 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_s = crate::rss::cpu_seconds().unwrap_or(0.0) - cpu_before;
-    let stats = stub.stats();
-    let stub_replies = [
-        stats.tool_replies.load(Ordering::Relaxed),
-        stats.final_replies.load(Ordering::Relaxed),
-        stats.summary_replies.load(Ordering::Relaxed),
-    ];
+    let stub_separate = matches!(stub, Stub::Process(_));
+    let stats = match stub {
+        Stub::Inside(server) => StubReport::of_stats(server.stats()),
+        Stub::Process(process) => process.finish().await?,
+    };
+    let stub_replies = [stats.tool_replies, stats.final_replies, stats.summary_replies];
     let mut appends: Vec<f64> = timed.appends.take().into_iter().map(|v| v as f64).collect();
     let mut commits: Vec<f64> = timed.commits.take().into_iter().map(|v| v as f64).collect();
     let check = check_logs(timed.as_ref(), &ids, config).await?;
@@ -407,11 +432,30 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         commit_latency: Percentiles::of(&mut commits),
         unattributed_calls: UNATTRIBUTED_CALLS.load(Ordering::Relaxed) - unattributed_before,
         stub_replies,
+        stub_separate,
+        stub_usage: stub_separate.then_some(stats),
         cpu_s,
         cpu_per_turn_us: if ok == 0 { 0.0 } else { cpu_s * 1e6 / ok as f64 },
         peak_rss_mib: crate::rss::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
         check,
     })
+}
+
+/// Where the stub runs.
+enum Stub {
+    /// Inside the harness's process.
+    Inside(StubServer),
+    /// In a process of its own.
+    Process(Box<StubProcess>),
+}
+
+impl Stub {
+    fn base_url(&self) -> String {
+        match self {
+            Stub::Inside(server) => server.base_url(),
+            Stub::Process(process) => process.base_url().to_string(),
+        }
+    }
 }
 
 /// Loads every session's full log and counts what is missing or present twice.

@@ -8,6 +8,9 @@
 //! load --store postgres --sessions 1000 --turns 20     # feature `postgres`, PITH_TEST_POSTGRES_URL
 //! load --short                                         # CI: 50 × 3 on the memory store
 //! ```
+//!
+//! The stub runs in a process of its own (this executable, started with `--serve-stub`), so the
+//! peak RSS and CPU per turn are the runtime's; `--in-process-stub` serves it inside instead.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use pith_bench::load::{self, LoadConfig, LoadReport};
 use pith_bench::stub::StubConfig;
+use pith_bench::stub_process::{serve_until_stdin_closes, SERVE_STUB_FLAG};
 use pith_store::{MemoryStore, SessionStore, SqliteStore};
 
 /// The process's allocator: mimalloc (the default feature), as a service running thousands of
@@ -69,6 +73,31 @@ struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Serve the stub inside this process (its memory and CPU then count in the report).
+    #[arg(long)]
+    in_process_stub: bool,
+}
+
+/// Stub mode: `load --serve-stub <latency µs> <tool calls per reply>` (started by the harness).
+async fn serve_stub(args: &[String]) -> ExitCode {
+    let parsed = match args {
+        [latency_us, calls] => latency_us.parse::<u64>().ok().zip(calls.parse::<usize>().ok()),
+        _ => None,
+    };
+    let Some((latency_us, calls)) = parsed else {
+        eprintln!("load: usage: load {SERVE_STUB_FLAG} <latency µs> <tool calls per reply>");
+        return ExitCode::FAILURE;
+    };
+    let config = StubConfig::default()
+        .with_latency(Duration::from_micros(latency_us))
+        .with_calls_per_reply(calls);
+    match serve_until_stdin_closes(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("load: the stub failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn open_store(
@@ -142,11 +171,28 @@ fn print(report: &LoadReport) {
         "stub replies: {} tool calls, {} final, {} summaries; unattributed calls {}",
         report.stub_replies[0], report.stub_replies[1], report.stub_replies[2], report.unattributed_calls
     );
-    println!(
-        "CPU {:.1} s during the turns: {:.0} µs per turn (runtime, HTTP client and stub together)",
-        report.cpu_s, report.cpu_per_turn_us
-    );
-    println!("peak RSS {:.1} MiB", report.peak_rss_mib);
+    match &report.stub_usage {
+        Some(stub) => {
+            println!(
+                "CPU {:.1} s during the turns: {:.0} µs per turn (runtime and HTTP client; the stub process {:.1} s)",
+                report.cpu_s, report.cpu_per_turn_us, stub.cpu_s
+            );
+            println!(
+                "peak RSS {:.1} MiB (runtime process; the stub process {:.1} MiB)",
+                report.peak_rss_mib, stub.peak_rss_mib
+            );
+        }
+        None => {
+            println!(
+                "CPU {:.1} s during the turns: {:.0} µs per turn (runtime, HTTP client and stub together)",
+                report.cpu_s, report.cpu_per_turn_us
+            );
+            println!(
+                "peak RSS {:.1} MiB (runtime and stub in one process)",
+                report.peak_rss_mib
+            );
+        }
+    }
     println!(
         "log check: {} sessions, {} entries, {} compactions, lost {}, duplicated {}",
         report.check.sessions,
@@ -162,6 +208,10 @@ fn print(report: &LoadReport) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some(SERVE_STUB_FLAG) {
+        return serve_stub(&raw[2..]).await;
+    }
     let mut args = Args::parse();
     if args.short {
         args.sessions = 50;
@@ -182,7 +232,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let config = LoadConfig::default()
+    let mut config = LoadConfig::default()
         .with_sessions(args.sessions)
         .with_turns(args.turns)
         .with_provider_concurrency(args.concurrency)
@@ -191,6 +241,15 @@ async fn main() -> ExitCode {
                 .with_latency(Duration::from_millis(args.latency_ms))
                 .with_calls_per_reply(args.calls),
         );
+    if !args.in_process_stub {
+        match std::env::current_exe() {
+            Ok(exe) => config = config.with_stub_process(exe),
+            Err(e) => {
+                eprintln!("load: cannot find this executable to run the stub: {e} (try --in-process-stub)");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let report = match load::run(&config, store).await {
         Ok(r) => r,
         Err(e) => {
