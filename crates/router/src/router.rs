@@ -123,9 +123,18 @@ impl ModelRouter {
         let mut chain = vec![primary.clone()];
         chain.extend(self.fallbacks.get(&primary).cloned().unwrap_or_default());
         let mut last_err = None;
-        for model in chain {
+        let last = chain.len() - 1;
+        // The last model of the chain (the only one without fallbacks) gets the request itself;
+        // earlier ones a copy, kept in case the next model needs it.
+        let mut request = Some(request);
+        for (i, model) in chain.into_iter().enumerate() {
             let (provider, bare) = self.provider_for(&model)?;
-            let mut req = request.clone();
+            let next = if i == last {
+                request.take()
+            } else {
+                request.clone()
+            };
+            let Some(mut req) = next else { break };
             req.model = bare;
             let result = provider.chat(req, sink).await.and_then(|resp| {
                 // Providers that accept an oversized request say so only through usage.

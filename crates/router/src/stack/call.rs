@@ -9,13 +9,15 @@ use crate::request::{ChatRequest, StreamEvent};
 
 /// One provider call as it travels through the stack.
 ///
-/// Cloning is cheap and shares the event channel, the activity signal and the "emitted" flag,
-/// so a retried attempt reports to the same sink and the retry layer can tell whether the sink
-/// has already seen output (such an attempt is not retried: the sink would see output twice).
+/// Cloning is cheap and shares the request, the event channel, the activity signal and the
+/// "emitted" flag, so a retried attempt sends the same request without copying its messages,
+/// reports to the same sink, and the retry layer can tell whether the sink has already seen output
+/// (such an attempt is not retried: the sink would see output twice).
 #[derive(Debug, Clone)]
 pub struct ProviderCall {
-    /// The request; `model` is the bare model name the provider knows.
-    pub request: ChatRequest,
+    /// The request; `model` is the bare model name the provider knows. Shared by the call's
+    /// attempts: it holds the whole view, and a call can wait on the provider for seconds.
+    pub request: Arc<ChatRequest>,
     events: Option<mpsc::UnboundedSender<StreamEvent>>,
     emitted: Arc<AtomicBool>,
     activity: Arc<Notify>,
@@ -25,7 +27,7 @@ impl ProviderCall {
     /// A call whose stream events are dropped.
     pub fn new(request: ChatRequest) -> Self {
         Self {
-            request,
+            request: Arc::new(request),
             events: None,
             emitted: Arc::new(AtomicBool::new(false)),
             activity: Arc::new(Notify::new()),

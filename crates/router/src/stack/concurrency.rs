@@ -91,7 +91,7 @@ mod tests {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 c.fetch_sub(1, Ordering::SeqCst);
                 Ok::<_, ProviderError>(crate::ScriptedProvider::text_reply(
-                    call.request.model,
+                    call.request.model.clone(),
                     Default::default(),
                 ))
             }
