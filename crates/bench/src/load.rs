@@ -209,10 +209,9 @@ pub struct LoadReport {
     pub unattributed_calls: u64,
     /// Requests the stub answered, by kind: tool calls, final answers, summaries.
     pub stub_replies: [u64; 3],
-    /// Whether the stub ran in a process of its own (then `cpu_s` and `peak_rss_mib` are the
-    /// runtime's and its HTTP client's alone).
-    pub stub_separate: bool,
-    /// The stub process's CPU time and peak RSS, when it ran in a process of its own.
+    /// The stub process's CPU time and peak RSS when it ran in a process of its own (then
+    /// `cpu_s` and `peak_rss_mib` are the runtime's and its HTTP client's alone); `None` when it
+    /// ran inside the harness's process.
     pub stub_usage: Option<StubReport>,
     /// CPU time (user + system) of the harness's process during the turns, in seconds: runtime
     /// and HTTP client (and the stub server, when it runs inside).
@@ -404,10 +403,12 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_s = crate::rss::cpu_seconds().unwrap_or(0.0) - cpu_before;
-    let stub_separate = matches!(stub, Stub::Process(_));
-    let stats = match stub {
-        Stub::Inside(server) => StubReport::of_stats(server.stats()),
-        Stub::Process(process) => process.finish().await?,
+    let (stats, stub_usage) = match stub {
+        Stub::Inside(server) => (StubReport::of_stats(server.stats()), None),
+        Stub::Process(process) => {
+            let report = process.finish().await?;
+            (report, Some(report))
+        }
     };
     let stub_replies = [stats.tool_replies, stats.final_replies, stats.summary_replies];
     let mut appends: Vec<f64> = timed.appends.take().into_iter().map(|v| v as f64).collect();
@@ -432,8 +433,7 @@ pub async fn run(config: &LoadConfig, store: Arc<dyn SessionStore>) -> Result<Lo
         commit_latency: Percentiles::of(&mut commits),
         unattributed_calls: UNATTRIBUTED_CALLS.load(Ordering::Relaxed) - unattributed_before,
         stub_replies,
-        stub_separate,
-        stub_usage: stub_separate.then_some(stats),
+        stub_usage,
         cpu_s,
         cpu_per_turn_us: if ok == 0 { 0.0 } else { cpu_s * 1e6 / ok as f64 },
         peak_rss_mib: crate::rss::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
