@@ -5,7 +5,8 @@
 //        node pi-anchor.mjs PI_PACKAGE_DIR --first FILE     (one cold pass, for a fresh process)
 //
 // PI_PACKAGE_DIR is an installed @mariozechner/pi-coding-agent (scripts/pi-anchor installs it).
-// Only its public modules are imported; nothing of it is copied here.
+// Its module files are imported by path (the package's entry point does not export
+// `prepareCompaction`); nothing of it is copied here.
 //
 // (a) One planning pass, as pi's `compact` runs it before its model call: `prepareCompaction`
 //     on the session's branch, then `convertToLlm` + `serializeConversation` of the messages to
